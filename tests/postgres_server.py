@@ -1,0 +1,72 @@
+"""A throwaway PostgreSQL server for the test session, started from Debian's server binaries."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+def _server_bin_dir() -> Path:
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if not candidates:
+        on_path = shutil.which("initdb")
+        if on_path is None:
+            raise RuntimeError(
+                "PostgreSQL server binaries not found: install them with `apt-get install -y postgresql` "
+                "(scripts/test.sh does this)"
+            )
+        return Path(on_path).resolve().parent
+    return Path(candidates[-1]).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PostgresServer:
+    """initdb + pg_ctl in a temporary directory, as the `postgres` user when running as root."""
+
+    def __init__(self) -> None:
+        self.bin_dir = _server_bin_dir()
+        self.root = Path(tempfile.mkdtemp(prefix="sqlscout-pg-"))
+        self.data_dir = self.root / "data"
+        self.port = _free_port()
+        self._user = "postgres" if os.geteuid() == 0 else None
+
+    def _run(self, *args: str) -> None:
+        cmd = [str(self.bin_dir / args[0]), *args[1:]]
+        if self._user:
+            cmd = ["runuser", "-u", self._user, "--", *cmd]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(args[:2])} failed:\n{proc.stdout}\n{proc.stderr}")
+
+    def start(self) -> str:
+        if self._user:
+            pw = pwd.getpwnam(self._user)
+            os.chown(self.root, pw.pw_uid, pw.pw_gid)
+        self._run("initdb", "-D", str(self.data_dir), "-U", "postgres", "-A", "trust", "-E", "UTF8",
+                  "--no-locale", "--no-sync")
+        options = (f"-k {self.root} -p {self.port} -c listen_addresses=127.0.0.1 -c fsync=off "
+                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-l", str(self.root / "server.log"),
+                  "-o", options, "start")
+        return self.dsn
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def stop(self) -> None:
+        try:
+            self._run("pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "stop")
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
