@@ -53,12 +53,14 @@ class PostgresServer:
         if self._user:
             pw = pwd.getpwnam(self._user)
             os.chown(self.root, pw.pw_uid, pw.pw_gid)
-        self._run("initdb", "-D", str(self.data_dir), "-U", "postgres", "-A", "trust", "-E", "UTF8",
-                  "--no-locale", "--no-sync")
-        options = (f"-k {self.root} -p {self.port} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
-        self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-l", str(self.root / "server.log"),
-                  "-o", options, "start")
+        initdb = ["initdb", "-D", str(self.data_dir), "-U", "postgres", "-A", "trust", "-E", "UTF8"]
+        self._run(*initdb, "--no-locale", "--no-sync")
+        options = (
+            f"-k {self.root} -p {self.port} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
+        log = str(self.root / "server.log")
+        self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-l", log, "-o", options, "start")
         return self.dsn
 
     @property
