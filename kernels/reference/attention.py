@@ -1,0 +1,32 @@
+"""Causal GQA attention of new queries over a KV cache, with the sigmoid output gate, in plain PyTorch."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    gate: torch.Tensor,
+    start: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Query t of row b attends to keys [0, start[b] + t]; returns attn * sigmoid(gate) as [B, T, Hq, D]."""
+    batch, new_tokens, q_heads, head_dim = q.shape
+    kv_heads = k_cache.shape[1]
+    group = q_heads // kv_heads
+    start = start.to(device=q.device, dtype=torch.long)
+    kv_len = int(start.max()) + new_tokens
+    # Queries of one KV group are stacked along the sequence axis so the cache is never repeated per head.
+    qg = q.float().permute(0, 2, 1, 3).reshape(batch, kv_heads, group * new_tokens, head_dim)
+    keys = k_cache[:, :, :kv_len].float()
+    values = v_cache[:, :, :kv_len].float()
+    query_pos = start[:, None] + torch.arange(new_tokens, device=q.device)  # [B, T]
+    visible = torch.arange(kv_len, device=q.device)[None, None, :] <= query_pos[:, :, None]  # [B, T, S]
+    mask = visible[:, None].repeat(1, 1, group, 1).reshape(batch, 1, group * new_tokens, kv_len)
+    out = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask, scale=scale)
+    out = out.reshape(batch, q_heads, new_tokens, head_dim).permute(0, 2, 1, 3)
+    return (out * torch.sigmoid(gate.float())).to(q.dtype)

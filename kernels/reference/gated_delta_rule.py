@@ -1,0 +1,121 @@
+"""The gated delta rule of Gated DeltaNet in plain PyTorch: chunked (UT transform) and token-recurrent forms."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+CHUNK = 64
+
+
+def l2_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
+
+
+def gates(
+    a: torch.Tensor, b: torch.Tensor, A_log: torch.Tensor, dt_bias: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-decay g = -exp(A_log) * softplus(a + dt_bias) and write strength beta = sigmoid(b), in fp32."""
+    g = -A_log.float().exp() * F.softplus(a.float() + dt_bias.float())
+    return g, b.float().sigmoid()
+
+
+def prepare(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+) -> tuple[torch.Tensor, ...]:
+    """Normalised, scaled, head-repeated fp32 inputs laid out [B, H, T, ...]: (q, k, v, g, beta)."""
+    key_dim = q.shape[-1]
+    repeat = v.shape[2] // q.shape[2]
+    qf = l2_normalize(q.float()) * key_dim**-0.5
+    kf = l2_normalize(k.float())
+    if repeat > 1:
+        qf = qf.repeat_interleave(repeat, dim=2)
+        kf = kf.repeat_interleave(repeat, dim=2)
+    g, beta = gates(a, b, A_log, dt_bias)
+    return tuple(t.transpose(1, 2).contiguous() for t in (qf, kf, v.float(), g, beta))
+
+
+def recurrent(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-by-token recurrence on prepared [B, H, T, ...] inputs; returns (o [B, H, T, dv], final state)."""
+    outputs = []
+    for t in range(q.shape[2]):
+        state = state * g[:, :, t, None, None].exp()
+        predicted = torch.einsum("bhkv,bhk->bhv", state, k[:, :, t])
+        delta = beta[:, :, t, None] * (v[:, :, t] - predicted)
+        state = state + k[:, :, t, :, None] * delta[:, :, None, :]
+        outputs.append(torch.einsum("bhkv,bhk->bhv", state, q[:, :, t]))
+    return torch.stack(outputs, dim=2), state
+
+
+def chunked(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor,
+    chunk: int = CHUNK,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chunked form on prepared [B, H, T, ...] inputs: intra-chunk work as matmuls, a scan over chunks only."""
+    batch, heads, length, _ = q.shape
+    pad = (-length) % chunk
+    # Padded positions get beta = 0 and g = 0: they neither write to the state nor decay it.
+    q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+    g, beta = (F.pad(t, (0, pad)) for t in (g, beta))
+    n_chunks = (length + pad) // chunk
+    q, k, v = (t.reshape(batch, heads, n_chunks, chunk, -1) for t in (q, k, v))
+    g, beta = (t.reshape(batch, heads, n_chunks, chunk) for t in (g, beta))
+
+    g_cum = g.cumsum(-1)
+    causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
+    decay = (g_cum[..., :, None] - g_cum[..., None, :]).masked_fill(~causal, float("-inf")).exp()
+    k_beta = k * beta[..., None]
+    # UT transform: (I + strictly_lower(beta_i k_i.k_j decay_ij)) X = rhs folds the chunk's delta updates.
+    system = (k_beta @ k.transpose(-1, -2)) * decay
+    new_values = torch.linalg.solve_triangular(system, v * beta[..., None], upper=False, unitriangular=True)
+    decayed_keys = torch.linalg.solve_triangular(
+        system, k_beta * g_cum.exp()[..., None], upper=False, unitriangular=True
+    )
+    intra = (q @ k.transpose(-1, -2)) * decay
+    q_decayed = q * g_cum.exp()[..., None]
+    k_to_end = k * (g_cum[..., -1:] - g_cum).exp()[..., None]
+    chunk_decay = g_cum[..., -1].exp()[..., None, None]
+
+    state = state.float()
+    out = torch.empty_like(new_values)
+    for c in range(n_chunks):
+        v_new = new_values[:, :, c] - decayed_keys[:, :, c] @ state
+        out[:, :, c] = q_decayed[:, :, c] @ state + intra[:, :, c] @ v_new
+        state = state * chunk_decay[:, :, c] + k_to_end[:, :, c].transpose(-1, -2) @ v_new
+    return out.reshape(batch, heads, n_chunks * chunk, -1)[:, :, :length], state
+
+
+def gated_delta_rule(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    state: torch.Tensor,
+) -> torch.Tensor:
+    """Gated DeltaNet core; `state` [B, Hv, dk, dv] fp32 is updated in place; returns o [B, T, Hv, dv] in v.dtype."""
+    qp, kp, vp, g, beta = prepare(q, k, v, a, b, A_log, dt_bias)
+    step = recurrent if q.shape[1] == 1 else chunked
+    out, final = step(qp, kp, vp, g, beta, state)
+    state.copy_(final)
+    return out.transpose(1, 2).to(v.dtype).contiguous()

@@ -1,0 +1,18 @@
+"""Partial rotary position embedding (rotate_half style) in plain PyTorch."""
+
+from __future__ import annotations
+
+import torch
+
+
+def rotary_embedding(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+    """Rotate the first 2 * len(inv_freq) dims of x [B, T, H, D] by the angles positions [B, T] * inv_freq."""
+    rotary_dim = 2 * inv_freq.shape[0]
+    freqs = positions.float()[..., None] * inv_freq.float()  # [B, T, R/2]
+    cos = freqs.cos()[:, :, None, :]
+    sin = freqs.sin()[:, :, None, :]
+    xf = x.float()
+    x1 = xf[..., : rotary_dim // 2]
+    x2 = xf[..., rotary_dim // 2 : rotary_dim]
+    rotated = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    return torch.cat((rotated, xf[..., rotary_dim:]), dim=-1).to(x.dtype)
