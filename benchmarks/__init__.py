@@ -1,0 +1,1 @@
+"""Accuracy evaluation and speed benchmarks for sqlscout."""

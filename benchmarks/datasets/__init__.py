@@ -1,0 +1,44 @@
+"""Readers for the evaluation question sets: SQaLe records, BIRD dev, and plain JSON lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks.datasets.bird import load_bird
+from benchmarks.datasets.plain import load_plain
+from benchmarks.datasets.question import EvalQuestion
+from benchmarks.datasets.sqale import DEFAULT_PHRASING, load_sqale
+
+FORMATS = ("plain", "sqale", "bird")
+DEMO_QUESTIONS = Path(__file__).resolve().parent.parent / "questions" / "demo.jsonl"
+
+
+def load_questions(
+    fmt: str,
+    questions: str | Path | None = None,
+    *,
+    schemas: str | Path | None = None,
+    db_root: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    phrasing: str = DEFAULT_PHRASING,
+    limit: int | None = None,
+) -> list[EvalQuestion]:
+    """Load a question set of the given format; the plain format defaults to the demo question set."""
+    if fmt == "plain":
+        return load_plain(questions or DEMO_QUESTIONS, limit=limit)
+    if questions is None:
+        raise ValueError(f"--questions is required for the {fmt} format")
+    if fmt == "bird":
+        return load_bird(questions, databases_dir=db_root, limit=limit)
+    if fmt == "sqale":
+        if schemas is None:
+            raise ValueError(
+                "--schemas (the SQaLe schemas dataset, parquet or JSON lines) is required for sqale"
+            )
+        if cache_dir is None:
+            raise ValueError("a cache directory for the built SQaLe databases is required")
+        return load_sqale(questions, schemas, cache_dir=cache_dir, phrasing=phrasing, limit=limit)
+    raise ValueError(f"unknown question format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+__all__ = ["DEMO_QUESTIONS", "FORMATS", "EvalQuestion", "load_questions"]

@@ -1,0 +1,62 @@
+"""SQaLe question and schema records (parquet or JSON lines) as evaluation questions on built SQLite files."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from benchmarks.datasets.question import EvalQuestion
+from benchmarks.datasets.records import json_field, read_records
+from benchmarks.datasets.sqale_build import sqale_database
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PHRASING = "verbose"
+
+
+def load_sqale(
+    questions_path: str | Path,
+    schemas_path: str | Path,
+    *,
+    cache_dir: str | Path,
+    phrasing: str = DEFAULT_PHRASING,
+    limit: int | None = None,
+) -> list[EvalQuestion]:
+    """The first `limit` questions in the chosen phrasing, each on its schema's database (built once)."""
+    records = []
+    for record in read_records(questions_path):
+        if limit is not None and len(records) >= limit:
+            break
+        records.append(record)
+    schema_ids = {record["schema_id"] for record in records}
+    databases = {}
+    for schema in read_records(schemas_path, where=("schema_id", schema_ids)):
+        databases[schema["schema_id"]] = str(sqale_database(schema, cache_dir))
+    missing = schema_ids - databases.keys()
+    if missing:
+        raise ValueError(
+            f"{schemas_path}: no schema record for schema_id {', '.join(map(str, sorted(missing)))}"
+        )
+    return [
+        EvalQuestion(
+            question_id=str(record["question_id"]),
+            question=_phrasing(record, phrasing),
+            gold_sql=record["sql"],
+            database=databases[record["schema_id"]],
+            evidence=record.get("evidence") or None,
+            difficulty=str(record.get("difficulty") or "unknown"),
+        )
+        for record in records
+    ]
+
+
+def _phrasing(record: dict, phrasing: str) -> str:
+    source = f"question {record.get('question_id')}"
+    phrasings = json_field(record, "questions", source)
+    text = phrasings.get(phrasing) if isinstance(phrasings, dict) else None
+    if not text:
+        available = (
+            ", ".join(sorted(k for k, v in phrasings.items() if v)) if isinstance(phrasings, dict) else "none"
+        )
+        raise ValueError(f"{source} has no {phrasing!r} phrasing; choose --phrasing from: {available}")
+    return text
