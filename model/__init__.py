@@ -1,0 +1,1 @@
+"""A lean Qwen3.5 inference engine: loader, tokenizer, forward pass, caches, sessions and sampling."""

@@ -1,0 +1,86 @@
+"""Static per-sequence state of the Qwen3.5 model: KV caches and Gated DeltaNet conv/recurrent states."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from model.config import Qwen35Config
+
+
+@dataclass
+class ModelCache:
+    """Preallocated state for B rows of up to max_tokens tokens each.
+
+    kv: per full-attention layer, (keys, values) [B, Hkv, max_tokens, D]; conv: per GDN layer, the last K-1
+    conv inputs [B, C, K-1]; recurrent: per GDN layer, the fp32 state [B, Hv, dk, dv].
+    """
+
+    kv: list[tuple[torch.Tensor, torch.Tensor]]
+    conv: list[torch.Tensor]
+    recurrent: list[torch.Tensor]
+
+    @classmethod
+    def allocate(
+        cls, config: Qwen35Config, batch: int, max_tokens: int, device: torch.device, dtype: torch.dtype
+    ) -> ModelCache:
+        c = config
+        kv_shape = (batch, c.num_key_value_heads, max_tokens, c.head_dim)
+        conv_shape = (batch, c.conv_dim, c.linear_conv_kernel_dim - 1)
+        state_shape = (batch, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim)
+        attention_layers = c.layer_types.count("full_attention")
+        gdn_layers = c.num_hidden_layers - attention_layers
+        return cls(
+            kv=[
+                (
+                    torch.zeros(kv_shape, device=device, dtype=dtype),
+                    torch.zeros(kv_shape, device=device, dtype=dtype),
+                )
+                for _ in range(attention_layers)
+            ],
+            conv=[torch.zeros(conv_shape, device=device, dtype=dtype) for _ in range(gdn_layers)],
+            recurrent=[
+                torch.zeros(state_shape, device=device, dtype=torch.float32) for _ in range(gdn_layers)
+            ],
+        )
+
+    @property
+    def batch_size(self) -> int:
+        return (self.conv or [kv[0] for kv in self.kv])[0].shape[0]
+
+    @property
+    def max_tokens(self) -> int:
+        return self.kv[0][0].shape[2] if self.kv else 0
+
+    def row(self, index: int) -> ModelCache:
+        """A batch-1 view of one row, updated in place by the model."""
+        pick = slice(index, index + 1)
+        return ModelCache(
+            kv=[(k[pick], v[pick]) for k, v in self.kv],
+            conv=[s[pick] for s in self.conv],
+            recurrent=[s[pick] for s in self.recurrent],
+        )
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [t for kv in self.kv for t in kv] + self.conv + self.recurrent
+
+    def copy_prefix_(self, source: ModelCache, tokens: int, source_row: int | None = None) -> None:
+        """Copy the state of source's rows (or of one source row into every row) for the first tokens positions.
+
+        KV entries past `tokens` are not read before they are written, so they are left as they are.
+        """
+        pick = slice(None) if source_row is None else slice(source_row, source_row + 1)
+        for (k, v), (sk, sv) in zip(self.kv, source.kv, strict=True):
+            k[:, :, :tokens].copy_(sk[pick, :, :tokens])
+            v[:, :, :tokens].copy_(sv[pick, :, :tokens])
+        for mine, theirs in zip(self.conv + self.recurrent, source.conv + source.recurrent, strict=True):
+            mine.copy_(theirs[pick])
+
+    def clone_prefix(self, tokens: int) -> ModelCache:
+        """A compact copy holding only the first tokens KV positions (for snapshots)."""
+        return ModelCache(
+            kv=[(k[:, :, :tokens].clone(), v[:, :, :tokens].clone()) for k, v in self.kv],
+            conv=[s.clone() for s in self.conv],
+            recurrent=[s.clone() for s in self.recurrent],
+        )

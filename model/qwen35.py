@@ -1,0 +1,226 @@
+"""The Qwen3.5 language model's forward pass (hybrid Gated DeltaNet / gated attention), every op via `kernels`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+import kernels
+from model.cache import ModelCache
+from model.config import Qwen35Config
+
+# Raw gate inputs that make a Gated DeltaNet step leave its state untouched: softplus -> 0 so the decay
+# is exp(0) = 1, and sigmoid -> 0 so nothing is written. Used for rows that sit out a batched decode step.
+FROZEN_GATE = -1e30
+
+
+@dataclass(frozen=True)
+class WeightLayout:
+    """A model tensor and the checkpoint tensors (name, shape) stacked along its first dim to form it."""
+
+    shape: tuple[int, ...]
+    sources: tuple[tuple[str, tuple[int, ...]], ...]
+    dtype: torch.dtype | None = None  # None: the model dtype
+
+
+def weight_layout(config: Qwen35Config) -> dict[str, WeightLayout]:
+    """The model's tensors by name, each built from its checkpoint tensors (text-layout names sans `model.`).
+
+    Projections that read the same input are stacked into one matrix so each needs a single matmul.
+    """
+    c = config
+    hidden = c.hidden_size
+    layout: dict[str, WeightLayout] = {}
+
+    def add(name: str, *sources: tuple[str, tuple[int, ...]], dtype: torch.dtype | None = None) -> None:
+        rows = sum(shape[0] for _, shape in sources)
+        shape = (rows, *sources[0][1][1:])
+        if name.endswith("conv1d.weight"):
+            shape = (rows, sources[0][1][-1])
+        layout[name] = WeightLayout(shape, tuple(sources), dtype)
+
+    add("embed_tokens.weight", ("embed_tokens.weight", (c.vocab_size, hidden)))
+    add("norm.weight", ("norm.weight", (hidden,)))
+    if not c.tie_word_embeddings:
+        add("lm_head.weight", ("lm_head.weight", (c.vocab_size, hidden)))
+    for i, layer_type in enumerate(c.layer_types):
+        p = f"layers.{i}."
+        add(p + "input_layernorm.weight", (p + "input_layernorm.weight", (hidden,)))
+        add(p + "post_attention_layernorm.weight", (p + "post_attention_layernorm.weight", (hidden,)))
+        add(
+            p + "mlp.gate_up_proj.weight",
+            (p + "mlp.gate_proj.weight", (c.intermediate_size, hidden)),
+            (p + "mlp.up_proj.weight", (c.intermediate_size, hidden)),
+        )
+        add(p + "mlp.down_proj.weight", (p + "mlp.down_proj.weight", (hidden, c.intermediate_size)))
+        if layer_type == "full_attention":
+            a = p + "self_attn."
+            q_rows = c.num_attention_heads * c.head_dim
+            kv_rows = c.num_key_value_heads * c.head_dim
+            add(
+                a + "qkv_proj.weight",
+                (a + "q_proj.weight", (2 * q_rows, hidden)),
+                (a + "k_proj.weight", (kv_rows, hidden)),
+                (a + "v_proj.weight", (kv_rows, hidden)),
+            )
+            add(a + "o_proj.weight", (a + "o_proj.weight", (hidden, q_rows)))
+            add(a + "q_norm.weight", (a + "q_norm.weight", (c.head_dim,)))
+            add(a + "k_norm.weight", (a + "k_norm.weight", (c.head_dim,)))
+        else:
+            g = p + "linear_attn."
+            heads = c.linear_num_value_heads
+            add(
+                g + "in_proj.weight",
+                (g + "in_proj_qkv.weight", (c.conv_dim, hidden)),
+                (g + "in_proj_z.weight", (c.linear_value_dim, hidden)),
+                (g + "in_proj_b.weight", (heads, hidden)),
+                (g + "in_proj_a.weight", (heads, hidden)),
+            )
+            add(g + "conv1d.weight", (g + "conv1d.weight", (c.conv_dim, 1, c.linear_conv_kernel_dim)))
+            add(g + "A_log", (g + "A_log", (heads,)), dtype=torch.float32)
+            add(g + "dt_bias", (g + "dt_bias", (heads,)), dtype=torch.float32)
+            add(g + "norm.weight", (g + "norm.weight", (c.linear_value_head_dim,)))
+            add(g + "out_proj.weight", (g + "out_proj.weight", (hidden, c.linear_value_dim)))
+    return layout
+
+
+class Qwen35Model:
+    """Weights plus the forward pass over a batch of new tokens that extends each row's cached sequence."""
+
+    def __init__(self, config: Qwen35Config, weights: dict[str, torch.Tensor]) -> None:
+        self.config = config
+        self.weights = weights
+        embed = weights["embed_tokens.weight"]
+        self.device = embed.device
+        self.dtype = embed.dtype
+        rotary_dim = config.rotary_dim
+        exponents = torch.arange(0, rotary_dim, 2, dtype=torch.float32, device=self.device) / rotary_dim
+        self.inv_freq = 1.0 / (config.rope_theta**exponents)
+        self.attention_scale = config.head_dim**-0.5
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        start: torch.Tensor,
+        cache: ModelCache,
+        *,
+        logits_at: torch.Tensor | None = None,
+        active: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Run tokens [B, T] placed at positions start[b] + t and update cache; return fp32 logits.
+
+        logits_at [B] picks one position per row (e.g. each row's last real token); None gives logits
+        for every position [B, T, V]. active [B] bool (decode only): rows marked False leave their
+        recurrent state unchanged (their KV slot at start[b] is scratch, overwritten by the next append).
+        """
+        w = self.weights
+        c = self.config
+        positions = start[:, None] + torch.arange(tokens.shape[1], device=tokens.device)
+        x = F.embedding(tokens, w["embed_tokens.weight"])
+        residual = None
+        gdn_index = attention_index = 0
+        for i, layer_type in enumerate(c.layer_types):
+            p = f"layers.{i}."
+            if residual is None:
+                residual = x
+                normed = kernels.rms_norm(x, w[p + "input_layernorm.weight"], c.rms_norm_eps)
+            else:
+                normed, residual = kernels.rms_norm(
+                    x, w[p + "input_layernorm.weight"], c.rms_norm_eps, residual=residual
+                )
+            if layer_type == "full_attention":
+                x = self._attention(p + "self_attn.", normed, positions, start, cache.kv[attention_index])
+                attention_index += 1
+            else:
+                x = self._gated_delta_net(
+                    p + "linear_attn.", normed, cache.conv[gdn_index], cache.recurrent[gdn_index], active
+                )
+                gdn_index += 1
+            normed, residual = kernels.rms_norm(
+                x, w[p + "post_attention_layernorm.weight"], c.rms_norm_eps, residual=residual
+            )
+            x = self._mlp(p + "mlp.", normed)
+        if logits_at is not None:
+            rows = torch.arange(x.shape[0], device=x.device)
+            x, residual = x[rows, logits_at], residual[rows, logits_at]
+        normed, _ = kernels.rms_norm(x, w["norm.weight"], c.rms_norm_eps, residual=residual)
+        return F.linear(normed, w["lm_head.weight"]).float()
+
+    def _mlp(self, p: str, x: torch.Tensor) -> torch.Tensor:
+        gate, up = F.linear(x, self.weights[p + "gate_up_proj.weight"]).chunk(2, dim=-1)
+        return F.linear(kernels.swiglu(gate, up), self.weights[p + "down_proj.weight"])
+
+    def _attention(
+        self,
+        p: str,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        start: torch.Tensor,
+        kv: tuple[torch.Tensor, torch.Tensor],
+    ) -> torch.Tensor:
+        w = self.weights
+        c = self.config
+        batch, length, _ = x.shape
+        q_rows = c.num_attention_heads * c.head_dim
+        kv_rows = c.num_key_value_heads * c.head_dim
+        query_gate, key, value = F.linear(x, w[p + "qkv_proj.weight"]).split(
+            (2 * q_rows, kv_rows, kv_rows), -1
+        )
+        # q_proj holds, per head, the query followed by its output gate.
+        query, gate = query_gate.view(batch, length, c.num_attention_heads, 2 * c.head_dim).chunk(2, dim=-1)
+        query = kernels.rms_norm(query, w[p + "q_norm.weight"], c.rms_norm_eps)
+        key = kernels.rms_norm(
+            key.view(batch, length, c.num_key_value_heads, c.head_dim), w[p + "k_norm.weight"], c.rms_norm_eps
+        )
+        query = kernels.rotary_embedding(query, positions, self.inv_freq)
+        key = kernels.rotary_embedding(key, positions, self.inv_freq)
+        k_cache, v_cache = kv
+        rows = torch.arange(batch, device=x.device)[:, None]
+        k_cache[rows, :, positions] = key
+        v_cache[rows, :, positions] = value.view(batch, length, c.num_key_value_heads, c.head_dim)
+        out = kernels.attention(query, k_cache, v_cache, gate.contiguous(), start, self.attention_scale)
+        return F.linear(out.reshape(batch, length, q_rows), w[p + "o_proj.weight"])
+
+    def _gated_delta_net(
+        self,
+        p: str,
+        x: torch.Tensor,
+        conv_state: torch.Tensor,
+        recurrent_state: torch.Tensor,
+        active: torch.Tensor | None,
+    ) -> torch.Tensor:
+        w = self.weights
+        c = self.config
+        batch, length, _ = x.shape
+        heads = c.linear_num_value_heads
+        mixed, z, b, a = F.linear(x, w[p + "in_proj.weight"]).split(
+            (c.conv_dim, c.linear_value_dim, heads, heads), -1
+        )
+        if active is not None:
+            # Rows sitting out keep their conv history: the conv kernel always shifts it, so put it back.
+            saved_conv = conv_state.clone()
+            frozen = ~active[:, None, None]
+            a = a.masked_fill(frozen, FROZEN_GATE)
+            b = b.masked_fill(frozen, FROZEN_GATE)
+        mixed = kernels.causal_conv1d(mixed.contiguous(), w[p + "conv1d.weight"], conv_state)
+        if active is not None:
+            conv_state.copy_(torch.where(active[:, None, None], conv_state, saved_conv))
+        query, key, value = mixed.split((c.linear_key_dim, c.linear_key_dim, c.linear_value_dim), -1)
+        query = query.reshape(batch, length, c.linear_num_key_heads, c.linear_key_head_dim)
+        key = key.reshape(batch, length, c.linear_num_key_heads, c.linear_key_head_dim)
+        value = value.reshape(batch, length, heads, c.linear_value_head_dim)
+        out = kernels.gated_delta_rule(
+            query,
+            key,
+            value,
+            a.contiguous(),
+            b.contiguous(),
+            w[p + "A_log"],
+            w[p + "dt_bias"],
+            recurrent_state,
+        )
+        z = z.reshape(batch, length, heads, c.linear_value_head_dim)
+        out = kernels.gated_rms_norm(out, z, w[p + "norm.weight"], c.rms_norm_eps)
+        return F.linear(out.reshape(batch, length, c.linear_value_dim), w[p + "out_proj.weight"])

@@ -1,0 +1,73 @@
+"""On-device token sampling: temperature, top-k, top-p (nucleus), greedy at temperature 0."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class SamplingParams:
+    """temperature 0 is greedy; top_k <= 0 and top_p >= 1 switch those filters off; seed makes runs repeatable."""
+
+    temperature: float = 0.6
+    top_p: float = 0.95
+    top_k: int = 20
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def make_generator(params: SamplingParams, device: torch.device) -> torch.Generator:
+    generator = torch.Generator(device=device)
+    if params.seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(params.seed)
+    return generator
+
+
+def filtered_probabilities(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
+    """Probabilities [B, k] over each row's candidate tokens and the candidates' ids [B, k].
+
+    Candidates are the top_k tokens (the whole vocabulary when top_k <= 0), cut to the smallest set whose
+    probability reaches top_p; the most likely token always stays.
+    """
+    k = candidate_count(params, logits.shape[-1])
+    values, ids = torch.topk(logits.float(), k, dim=-1)
+    probs = torch.softmax(values / params.temperature, dim=-1)
+    if params.top_p < 1:
+        # Drop a candidate when the more likely ones before it already reach top_p.
+        before = probs.cumsum(-1) - probs
+        probs = probs.masked_fill(before >= params.top_p, 0.0)
+        probs = probs / probs.sum(-1, keepdim=True)
+    return probs, ids
+
+
+def candidate_count(params: SamplingParams, vocab_size: int) -> int:
+    """How many candidates each row keeps before top_p: the width of the noise sample() needs."""
+    return params.top_k if 0 < params.top_k < vocab_size else vocab_size
+
+
+def draw_noise(noise: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """Fill noise [B, k] with Exp(1) draws in place (kept outside captured graphs so any generator works)."""
+    return noise.exponential_(generator=generator)
+
+
+def sample(logits: torch.Tensor, params: SamplingParams, noise: torch.Tensor | None) -> torch.Tensor:
+    """One token id per row of logits [B, V] without a host synchronisation; noise [B, k] from draw_noise."""
+    if params.greedy:
+        return logits.argmax(-1)
+    probs, ids = filtered_probabilities(logits, params)
+    # Exponential race: argmax(p / E) with E ~ Exp(1) draws from p with no host-side decision.
+    choice = (probs / noise).argmax(-1, keepdim=True)
+    return ids.gather(-1, choice).squeeze(-1)
