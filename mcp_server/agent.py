@@ -1,0 +1,176 @@
+"""The text-to-SQL agent: runs episodes of the SQaLe protocol on a database and returns the voted answer."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from dbtools.agent_tools import AgentToolbox
+from dbtools.engines import Database
+from mcp_server.agent_errors import AgentCancelled
+from mcp_server.episode import Episode, EpisodeLimits
+from mcp_server.metrics import episode_metrics
+from mcp_server.outcome import EpisodeOutcome, conclude, dialect_fields, json_value
+from mcp_server.policies.base import Policy
+from mcp_server.voting import vote
+from model.sampling import SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AgentConfig:
+    """The protocol's limits and sampling; defaults are the ones the model was trained with."""
+
+    max_rounds: int = 6
+    max_failed_queries: int = 4
+    token_budget: int = 12288
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    samples: int = 1
+    max_result_rows: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.max_rounds < 1 or self.max_failed_queries < 1 or self.samples < 1:
+            raise ValueError("max_rounds, max_failed_queries and samples must be at least 1")
+        if self.token_budget < 256:
+            raise ValueError(f"token_budget {self.token_budget} is too small for an episode (at least 256)")
+
+
+@dataclass(frozen=True)
+class RoundEvent:
+    """Progress after one round (all episodes of a question advance together)."""
+
+    round: int  # 1-based; the forced final turn is max_rounds + 1
+    max_rounds: int
+    calls: tuple[str, ...]  # tools run in this round, over all episodes
+    episodes_running: int
+
+
+@dataclass
+class AgentAnswer:
+    """The chosen episode's answer, the votes when several episodes ran, and every episode's trace."""
+
+    dialect: str
+    chosen: EpisodeOutcome
+    metrics: dict
+    votes: list[dict] | None = None
+    episodes: list[EpisodeOutcome] = field(default_factory=list)
+    processed_tokens: int | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def sql(self) -> str | None:
+        return self.chosen.sql
+
+    @property
+    def ending(self) -> str:
+        return self.chosen.ending
+
+    def to_dict(self) -> dict:
+        chosen = self.chosen
+        trace = chosen.trace.to_dict()
+        trace["processed_tokens"] = self.processed_tokens
+        trace["elapsed_s"] = round(self.elapsed_s, 3)
+        return {
+            **dialect_fields(chosen, self.dialect),
+            "columns": chosen.columns,
+            "rows": [[json_value(v) for v in row] for row in chosen.rows],
+            "row_count": chosen.row_count,
+            "truncated": chosen.truncated,
+            "error": chosen.error,
+            "ending": chosen.ending,
+            "votes": self.votes,
+            "trace": trace,
+            "metrics": self.metrics,
+        }
+
+
+class Agent:
+    """Answers questions about one database with one policy."""
+
+    def __init__(self, db: Database, policy: Policy, config: AgentConfig | None = None) -> None:
+        self.db = db
+        self.policy = policy
+        self.config = config or AgentConfig()
+        self.toolbox = AgentToolbox(db)
+
+    def ask(
+        self,
+        question: str,
+        evidence: str | None = None,
+        *,
+        samples: int | None = None,
+        on_round: Callable[[RoundEvent], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> AgentAnswer:
+        """Run `samples` episodes (default from the config) and return the answer most of them agree on."""
+        started = time.perf_counter()
+        config = self.config if samples is None else replace(self.config, samples=samples)
+        limits = EpisodeLimits(config.max_rounds, config.max_failed_queries, config.token_budget)
+        chat = self.policy.chat
+        prompt = chat.first_prompt(
+            self.policy.prompts.system, self.policy.prompts.user_message(question, evidence)
+        )
+        run = self.policy.start(prompt, config.samples, config.token_budget)
+        try:
+            prompt_tokens = run.count_tokens(prompt)
+            episodes = [
+                Episode(row, self.toolbox, self.db.dialect, chat, limits, transcript=prompt)
+                for row in range(config.samples)
+            ]
+            for episode in episodes:
+                episode.trace.prompt_tokens = prompt_tokens
+            self._advance(run, episodes, prompt_tokens, config, on_round, cancel)
+            for episode in episodes:
+                episode.trace.length = run.length(episode.row)
+            processed = run.processed_tokens
+        finally:
+            run.close()
+        outcomes = [conclude(e, self.db, config.max_result_rows) for e in episodes]
+        winner, votes = vote(outcomes)
+        chosen = outcomes[winner]
+        return AgentAnswer(
+            dialect=self.db.dialect,
+            chosen=chosen,
+            metrics=episode_metrics(chosen.trace, question, evidence),
+            votes=votes if config.samples > 1 else None,
+            episodes=outcomes,
+            processed_tokens=processed,
+            elapsed_s=time.perf_counter() - started,
+        )
+
+    def _advance(self, run, episodes, prompt_tokens, config, on_round, cancel) -> None:
+        """Lockstep rounds: append each running episode's next turn, complete them together, apply."""
+        appended = {e.row: prompt_tokens for e in episodes}
+        round_index = 0
+        while running := [e for e in episodes if not e.done]:
+            if cancel is not None and cancel.is_set():
+                raise AgentCancelled("the question was cancelled")
+            round_index += 1
+            texts = {e.row: e.pending for e in running if e.pending}
+            for row, text in texts.items():
+                appended[row] = run.count_tokens(text)
+            run.append(texts)
+            for e in running:
+                e.pending = ""
+            ready = []
+            for e in running:
+                limit = e.generation_limit(run)
+                if limit > 0:
+                    ready.append((e, limit))
+                else:
+                    e.out_of_tokens()
+            if not ready:
+                break
+            completions = run.complete(
+                [e.row for e, _ in ready], [limit for _, limit in ready], config.sampling, cancel
+            )
+            tools: list[str] = []
+            for (episode, _), completion in zip(ready, completions, strict=True):
+                tools += episode.take_turn(completion, appended[episode.row], run)
+            log.info("round %d: %d calls (%s)", round_index, len(tools), ", ".join(tools) or "none")
+            if on_round is not None:
+                on_round(RoundEvent(round_index, config.max_rounds, tuple(tools), len(ready)))

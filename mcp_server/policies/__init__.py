@@ -1,0 +1,44 @@
+"""Policies produce the model's completions: the local engine, an OpenAI-compatible endpoint, or a replay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mcp_server.agent_errors import PolicyConfigError
+from mcp_server.policies.base import Completion, Policy, PolicyRun
+
+__all__ = ["Completion", "Policy", "PolicyRun", "build_policy"]
+
+MODEL_SETUP_HINT = (
+    "give a model directory (--model DIR / SQLSCOUT_MODEL; get one with "
+    "`hf download trl-lab/qwen3.5-2b-grpo-sqale --local-dir DIR`) or an OpenAI-compatible endpoint "
+    "serving that model (--endpoint URL --endpoint-model NAME / SQLSCOUT_ENDPOINT, SQLSCOUT_ENDPOINT_MODEL)"
+)
+
+
+def build_policy(
+    *,
+    model_dir: str | Path | None = None,
+    endpoint: str | None = None,
+    endpoint_model: str | None = None,
+    api_key: str | None = None,
+    device: str | None = None,
+    dtype=None,
+) -> Policy:
+    """The endpoint policy when an endpoint is given (a model directory then only lends its tokenizer and
+    prompts), else the local engine on the model directory."""
+    if model_dir is not None and not Path(model_dir).is_dir():
+        raise PolicyConfigError(f"model directory {str(model_dir)!r} does not exist; {MODEL_SETUP_HINT}")
+    if endpoint:
+        if not endpoint_model:
+            raise PolicyConfigError(
+                "the endpoint needs the name of the model it serves (--endpoint-model / SQLSCOUT_ENDPOINT_MODEL)"
+            )
+        from mcp_server.policies.endpoint import EndpointPolicy
+
+        return EndpointPolicy(endpoint, endpoint_model, api_key=api_key, model_dir=model_dir)
+    if model_dir is not None:
+        from mcp_server.policies.local import LocalPolicy
+
+        return LocalPolicy.load(model_dir, device=device, dtype=dtype)
+    raise PolicyConfigError(f"no text-to-SQL model is configured: {MODEL_SETUP_HINT}")

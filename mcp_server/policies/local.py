@@ -1,0 +1,116 @@
+"""The local engine as a policy: one session per question, kept across turns so each turn prefills only the
+text appended since the last one; generated token ids stay in the sequence exactly as sampled."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from mcp_server.agent_errors import AgentCancelled
+from mcp_server.chat_format import STOP_TOKENS, ChatFormat
+from mcp_server.policies.base import Completion
+from mcp_server.prompts import Prompts, load_prompts
+from model.engine import Engine
+from model.sampling import SamplingParams
+
+# With a cancel event, decoding runs in chunks of this many tokens and checks the event between them.
+CANCEL_CHECK_TOKENS = 256
+
+
+class LocalRun:
+    """N rows on one engine session: a batch-1 prefill of the shared prompt, forked when N > 1."""
+
+    def __init__(self, policy: LocalPolicy, prompt: str, samples: int, max_tokens: int) -> None:
+        self._policy = policy
+        tokenizer = policy.engine.tokenizer
+        root = policy.engine.new_session(1, max_tokens)
+        root.append(tokenizer.encode(prompt))
+        if samples > 1:
+            self.session = root.fork(samples)
+            self._prefill_processed = root.processed_tokens
+        else:
+            self.session = root
+            self._prefill_processed = 0
+        self.samples = samples
+
+    def append(self, texts: dict[int, str]) -> None:
+        if not texts:
+            return
+        encode = self._policy.engine.tokenizer.encode
+        if self.samples == 1:
+            self.session.append(encode(texts[0]) if 0 in texts else [])
+        else:
+            self.session.append([encode(texts[row]) if row in texts else [] for row in range(self.samples)])
+
+    def complete(
+        self,
+        rows: list[int],
+        max_new_tokens: list[int],
+        sampling: SamplingParams,
+        cancel: threading.Event | None = None,
+    ) -> list[Completion]:
+        started = time.perf_counter()
+        stop_ids = self._policy.stop_ids
+        generated: dict[int, list[int]] = {row: [] for row in rows}
+        left = dict(zip(rows, max_new_tokens, strict=True))
+        running = [row for row in rows if left[row] > 0]
+        while running:
+            if cancel is not None and cancel.is_set():
+                raise AgentCancelled("the question was cancelled while the model was writing")
+            chunk = [
+                min(left[row], CANCEL_CHECK_TOKENS) if cancel is not None else left[row] for row in running
+            ]
+            outputs = self.session.generate(chunk, sampling, stop_ids, rows=running)
+            still = []
+            for row, tokens in zip(running, outputs, strict=True):
+                generated[row] += tokens
+                left[row] -= len(tokens)
+                if tokens and tokens[-1] not in stop_ids and left[row] > 0:
+                    still.append(row)
+            running = still
+        elapsed = time.perf_counter() - started
+        return [self._completion(generated[row], elapsed) for row in rows]
+
+    def _completion(self, tokens: list[int], elapsed: float) -> Completion:
+        tokenizer = self._policy.engine.tokenizer
+        stopped = bool(tokens) and tokens[-1] in self._policy.stop_ids
+        content = tokens[:-1] if stopped else tokens
+        text = tokenizer.decode(content)
+        raw = text + (tokenizer.decode(tokens[-1:]) if stopped else "")
+        return Completion(text=text, raw=raw, tokens=len(tokens), stopped=stopped, model_s=elapsed)
+
+    def length(self, row: int) -> int:
+        return self.session.lengths[row]
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._policy.engine.tokenizer.encode(text))
+
+    @property
+    def processed_tokens(self) -> int:
+        return self._prefill_processed + self.session.processed_tokens
+
+    def close(self) -> None:
+        self.session = None
+
+
+class LocalPolicy:
+    """The model directory's checkpoint on this machine's engine."""
+
+    name = "local"
+
+    def __init__(self, engine: Engine, prompts: Prompts | None = None) -> None:
+        self.engine = engine
+        self.prompts = prompts or Prompts()
+        self.chat = ChatFormat(engine.tokenizer.render_chat)
+        self.stop_ids = {engine.tokenizer.token_id(token) for token in STOP_TOKENS}
+
+    @classmethod
+    def load(cls, model_dir: str | Path, *, device: str | None = None, dtype=None) -> LocalPolicy:
+        return cls(Engine.load(model_dir, device=device, dtype=dtype), load_prompts(model_dir))
+
+    def start(self, prompt: str, samples: int, max_tokens: int) -> LocalRun:
+        return LocalRun(self, prompt, samples, max_tokens)
+
+    def close(self) -> None:
+        pass
