@@ -1,0 +1,256 @@
+"""The engine-independent database interface: catalog records, query results and the Database base class."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import difflib
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from dbtools.errors import QueryError, UnknownObjectError, UnparsableQueryError
+from dbtools.safety import check_query
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    name: str
+    type: str
+    nullable: bool
+    primary_key: bool
+    comment: str | None = None
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    columns: tuple[str, ...]
+    ref_table: str
+    ref_columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    name: (
+        str  # as written in SQL, unquoted: "customers", or "sales.orders" outside PostgreSQL's public schema
+    )
+    columns: tuple[ColumnInfo, ...]
+    foreign_keys: tuple[ForeignKey, ...]
+    create_sql: str  # SQLite: as stored; PostgreSQL: an equivalent rendered CREATE TABLE
+    comment: str | None = None
+    row_estimate: int | None = None
+
+    def column(self, name: str) -> ColumnInfo:
+        """The column called `name` (case-insensitive); UnknownObjectError naming the closest matches."""
+        found = _lookup({c.name: c for c in self.columns}, name)
+        if found is None:
+            raise UnknownObjectError(
+                f'no column "{name}" in table "{self.name}"'
+                + _closest_hint(name, [c.name for c in self.columns], "columns")
+            )
+        return found
+
+
+@dataclass
+class QueryResult:
+    sql: str
+    columns: list[str]
+    rows: list[tuple]
+    row_count: int
+    truncated: bool
+    elapsed_ms: float
+    truncation: str | None = None  # why rows were left out, with a hint to narrow the query
+
+    def to_dict(self) -> dict:
+        """JSON-ready form: cells become JSON scalars (dates and decimals as text, bytes as hex)."""
+        return {
+            "sql": self.sql,
+            "columns": list(self.columns),
+            "rows": [[_json_cell(v) for v in row] for row in self.rows],
+            "row_count": self.row_count,
+            "truncated": self.truncated,
+            "truncation": self.truncation,
+            "elapsed_ms": round(self.elapsed_ms, 3),
+        }
+
+
+def _json_cell(value: object) -> object:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "\\x" + bytes(value).hex()
+    if isinstance(value, (datetime.date, datetime.time)):
+        return str(value)
+    return str(value)
+
+
+def cell_text(value: object) -> str:
+    """A cell as the tools print it: NULL as None, bytes as hex, everything else as str()."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "\\x" + bytes(value).hex()
+    return str(value)
+
+
+def _lookup(by_name: dict, name: str):
+    if name in by_name:
+        return by_name[name]
+    lowered = name.lower()
+    matches = [v for k, v in by_name.items() if k.lower() == lowered]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _closest_hint(name: str, candidates: Sequence[str], kind: str) -> str:
+    by_lower = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.5)
+    if not close:
+        # Names in big schemas are often prefixed or suffixed variants; substring hits are close too.
+        close = [c for c in by_lower if name.lower() in c or c in name.lower()][:3]
+    if close:
+        return "; closest: " + ", ".join(by_lower[c] for c in close)
+    return f"; {len(candidates)} {kind} exist" if candidates else f"; no {kind} exist"
+
+
+@dataclass
+class _Caps:
+    max_rows: int
+    max_chars: int
+    collected: list[tuple] = field(default_factory=list)
+    chars: int = 0
+    truncation: str | None = None
+
+    def add(self, row: tuple) -> bool:
+        """Keep `row` if it fits under the caps; False once the result must stop here."""
+        if len(self.collected) >= self.max_rows:
+            self.truncation = (
+                f"stopped at {self.max_rows} rows (row cap); add a LIMIT or a narrower WHERE to see the rest"
+            )
+            return False
+        size = sum(len(cell_text(v)) for v in row) + 3 * max(len(row) - 1, 0) + 1
+        if self.collected and self.chars + size > self.max_chars:
+            self.truncation = (
+                f"stopped after {len(self.collected)} rows at the {self.max_chars}-character cap; "
+                "select fewer or shorter columns, or add a LIMIT"
+            )
+            return False
+        self.collected.append(row)
+        self.chars += size
+        return True
+
+
+class Database(ABC):
+    """A read-only database. Thread-safe: every call may come from a different thread."""
+
+    dialect: str  # sqlglot dialect: "sqlite" | "postgres"
+    placeholder: str  # parameter marker for stream(): "?" (SQLite) or "%s" (PostgreSQL)
+
+    def __init__(self, display_name: str, *, timeout_s: float, max_rows: int, max_chars: int) -> None:
+        if timeout_s <= 0 or max_rows < 1 or max_chars < 1:
+            raise ValueError("timeout_s, max_rows and max_chars must be positive")
+        self.display_name = display_name
+        self.timeout_s = timeout_s
+        self.max_rows = max_rows
+        self.max_chars = max_chars
+        self._catalog_lock = threading.Lock()
+        self._catalog: dict[str, TableInfo] | None = None
+        self._catalog_marker: object = None
+        self._table_parts: dict[str, tuple[str, ...]] = {}  # table name -> its SQL name parts, filled on load
+
+    # --- queries -------------------------------------------------------------------------------------------
+    def query(self, sql: str, *, max_rows: int | None = None, timeout_s: float | None = None) -> QueryResult:
+        """Validate `sql` with the read-only policy, then run it read-only under the timeout and caps."""
+        try:
+            check_query(sql, self.dialect)
+        except UnparsableQueryError as exc:
+            raise QueryError(self._compile_error(sql) or str(exc)) from None
+        caps = _Caps(max_rows or self.max_rows, self.max_chars)
+        started = time.perf_counter()
+        columns = self._run_capped(sql, caps, timeout_s or self.timeout_s)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        return QueryResult(
+            sql=sql,
+            columns=columns,
+            rows=caps.collected,
+            row_count=len(caps.collected),
+            truncated=caps.truncation is not None,
+            elapsed_ms=elapsed_ms,
+            truncation=caps.truncation,
+        )
+
+    @abstractmethod
+    def _run_capped(self, sql: str, caps: _Caps, timeout_s: float) -> list[str]:
+        """Run a validated statement, feed rows to `caps` until it refuses one; return the column names."""
+
+    @abstractmethod
+    def _compile_error(self, sql: str) -> str | None:
+        """The engine's own message for a statement it cannot compile (nothing is run), else None."""
+
+    @abstractmethod
+    def stream(self, sql: str, params: Sequence = (), *, timeout_s: float | None = None) -> Iterator[tuple]:
+        """Rows of SQL built by this program (identifiers quoted, values as params): read-only, no row cap.
+
+        Consume the iterator or close it: it holds a connection until then.
+        """
+
+    # --- catalog -------------------------------------------------------------------------------------------
+    def quote(self, identifier: str) -> str:
+        """A quoted identifier; a schema-qualified table name ("sales.orders") is quoted part by part."""
+        parts: tuple[str, ...] = (identifier,)
+        if "." in identifier:
+            self.tables()
+            parts = self._table_parts.get(identifier) or tuple(identifier.split("."))
+        return ".".join(exp.to_identifier(p, quoted=True).sql(self.dialect) for p in parts)
+
+    def tables(self) -> list[TableInfo]:
+        """Every user table and view, in catalog order; reloaded when the schema changes."""
+        marker = self._schema_marker()
+        with self._catalog_lock:
+            if self._catalog is None or marker != self._catalog_marker:
+                self._catalog = {t.name: t for t in self._load_tables()}
+                self._catalog_marker = marker
+            return list(self._catalog.values())
+
+    def table(self, name: str) -> TableInfo:
+        """The table called `name` (case-insensitive, quotes allowed); UnknownObjectError with close matches."""
+        by_name = {t.name: t for t in self.tables()}
+        cleaned = self._normalise_table_name(name)
+        found = _lookup(by_name, cleaned)
+        if found is None:
+            raise UnknownObjectError(
+                f'no table named "{name}"' + _closest_hint(cleaned, list(by_name), "tables")
+            )
+        return found
+
+    def _normalise_table_name(self, name: str) -> str:
+        parts = [p.strip().strip('"`[]') for p in name.strip().split(".")]
+        return ".".join(parts)
+
+    @abstractmethod
+    def _load_tables(self) -> list[TableInfo]:
+        """Read the whole catalog."""
+
+    @abstractmethod
+    def _schema_marker(self) -> object:
+        """A cheap value that changes whenever the schema does."""
+
+    @abstractmethod
+    def fingerprint(self, table: str) -> str:
+        """A cheap marker that changes when the table's rows do."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections."""
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.display_name!r})"

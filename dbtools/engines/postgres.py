@@ -1,0 +1,283 @@
+"""PostgreSQL engine: a psycopg pool; every call is one READ ONLY transaction running one statement, rolled back."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.pq import ExecStatus
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from dbtools.engines.base import ColumnInfo, Database, ForeignKey, TableInfo, _Caps
+from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError
+
+logger = logging.getLogger(__name__)
+
+_USER_SCHEMAS = (
+    "n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%' "
+    "AND n.nspname NOT LIKE 'pg\\_temp\\_%'"
+)
+_RELATIONS_SQL = f"""
+SELECT c.oid, n.nspname, c.relname, quote_ident(n.nspname), quote_ident(c.relname), c.relkind,
+       obj_description(c.oid, 'pg_class'), c.reltuples::bigint,
+       CASE WHEN c.relkind IN ('v', 'm') THEN pg_get_viewdef(c.oid) END
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT c.relispartition AND {_USER_SCHEMAS}
+ORDER BY n.nspname <> 'public', n.nspname, c.relname
+"""
+_COLUMNS_SQL = """
+SELECT a.attrelid, a.attname, quote_ident(a.attname), format_type(a.atttypid, a.atttypmod),
+       t.typnamespace = 'pg_catalog'::regnamespace, a.attnotnull, col_description(a.attrelid, a.attnum)
+FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+WHERE a.attrelid = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attrelid, a.attnum
+"""
+_CONSTRAINTS_SQL = """
+SELECT con.conrelid, con.contype, con.confrelid, con.confrelid::regclass::text,
+       ARRAY(SELECT a.attname FROM unnest(con.conkey) WITH ORDINALITY k(num, pos)
+             JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.num ORDER BY k.pos),
+       ARRAY(SELECT a.attname FROM unnest(con.confkey) WITH ORDINALITY k(num, pos)
+             JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.num ORDER BY k.pos),
+       ARRAY(SELECT quote_ident(a.attname) FROM unnest(con.confkey) WITH ORDINALITY k(num, pos)
+             JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.num ORDER BY k.pos)
+FROM pg_constraint con
+WHERE con.contype IN ('p', 'f') AND con.conrelid = ANY(%s)
+ORDER BY con.conrelid, con.contype DESC, con.conname
+"""
+# Any DDL or COMMENT writes new catalog row versions, so their xmin sums change.
+_SCHEMA_MARKER_SQL = """
+SELECT (SELECT count(*) || '.' || sum(xmin::text::bigint) FROM pg_class),
+       (SELECT count(*) || '.' || sum(xmin::text::bigint) FROM pg_attribute WHERE attnum > 0),
+       (SELECT count(*) || '.' || sum(xmin::text::bigint) FROM pg_constraint),
+       (SELECT count(*) || '.' || sum(xmin::text::bigint) FROM pg_description)
+"""
+_FINGERPRINT_SQL = """
+SELECT c.reltuples, pg_relation_size(c.oid), s.n_tup_ins, s.n_tup_upd, s.n_tup_del, s.n_live_tup
+FROM pg_class c LEFT JOIN pg_stat_all_tables s ON s.relid = c.oid WHERE c.oid = %s
+"""
+
+
+class PostgresDatabase(Database):
+    """A PostgreSQL database behind a connection pool; safe for many threads at once."""
+
+    dialect = "postgres"
+    placeholder = "%s"
+
+    def __init__(
+        self,
+        conninfo: str,
+        display_name: str,
+        *,
+        timeout_s: float = 10.0,
+        max_rows: int = 1000,
+        max_chars: int = 100_000,
+        pool_size: int = 10,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        super().__init__(display_name, timeout_s=timeout_s, max_rows=max_rows, max_chars=max_chars)
+        connect_args = {"connect_timeout": max(1, round(connect_timeout_s)), "application_name": "sqlscout"}
+        try:
+            # One direct attempt first: the pool only reports a timeout, libpq says what went wrong.
+            psycopg.connect(conninfo, **connect_args).close()
+        except psycopg.Error as exc:
+            raise ConnectionFailedError(f"cannot connect to {display_name}: {_first_line(exc)}") from None
+        self._oids: dict[str, int] = {}
+        self._pool = ConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=pool_size,
+            kwargs=connect_args,
+            configure=_configure,
+            timeout=max(30.0, timeout_s * 2),
+            name="sqlscout",
+            open=False,
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout_s)
+        except PoolTimeout:
+            self._pool.close()
+            raise ConnectionFailedError(
+                f"cannot connect to {display_name}: no connection within {connect_timeout_s:g} s"
+            ) from None
+
+    @contextmanager
+    def _transaction(self, timeout_s: float) -> Iterator[psycopg.Connection]:
+        """A pooled connection inside a fresh READ ONLY transaction with a statement timeout; rolled back."""
+        started = time.perf_counter()
+        try:
+            with self._pool.connection() as conn:
+                try:
+                    conn.execute(
+                        "SELECT set_config('statement_timeout', %s, true)",
+                        (f"{max(1, round(timeout_s * 1000))}ms",),
+                    )
+                    yield conn
+                finally:
+                    if not conn.closed:
+                        conn.rollback()
+        except pg_errors.QueryCanceled:
+            raise QueryTimeoutError(time.perf_counter() - started, timeout_s) from None
+        except PoolTimeout:
+            raise ConnectionFailedError(
+                f"no free connection to {self.display_name}: too many queries at once, retry shortly"
+            ) from None
+        except psycopg.Error as exc:
+            lost = exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P"))
+            if isinstance(exc, psycopg.OperationalError) and lost:
+                raise ConnectionFailedError(
+                    f"lost the connection to {self.display_name}: {_first_line(exc)}"
+                ) from None
+            raise QueryError(_engine_message(exc)) from None
+
+    def _run_capped(self, sql: str, caps: _Caps, timeout_s: float) -> list[str]:
+        with self._transaction(timeout_s) as conn, conn.cursor() as cursor:
+            # stream() always uses the extended protocol: one statement, never a script.
+            rows = cursor.stream(sql)
+            for row in rows:
+                if not caps.add(row):
+                    rows.close()
+                    break
+            if cursor.description is not None:
+                return [d.name for d in cursor.description]
+            return _statement_columns(conn, sql)  # stream() keeps no description for an empty result
+
+    def _compile_error(self, sql: str) -> str | None:
+        with self._transaction(self.timeout_s) as conn:
+            # Parse and plan as the unnamed prepared statement: nothing runs.
+            result = conn.pgconn.prepare(b"", sql.encode())
+            if result.status == ExecStatus.FATAL_ERROR:
+                return _engine_message(pg_errors.error_from_result(result, encoding=conn.info.encoding))
+        return None
+
+    def stream(self, sql: str, params: Sequence = (), *, timeout_s: float | None = None) -> Iterator[tuple]:
+        with self._transaction(timeout_s or self.timeout_s) as conn, conn.cursor() as cursor:
+            yield from cursor.stream(sql, tuple(params) if params else None)
+
+    def _catalog_rows(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        return list(self.stream(sql, params, timeout_s=max(self.timeout_s, 30.0)))
+
+    def _schema_marker(self) -> object:
+        return self._catalog_rows(_SCHEMA_MARKER_SQL)[0]
+
+    def _load_tables(self) -> list[TableInfo]:
+        relations = self._catalog_rows(_RELATIONS_SQL)
+        oids = [r[0] for r in relations]
+        columns: dict[int, list[tuple]] = {}
+        for row in self._catalog_rows(_COLUMNS_SQL, (oids,)):
+            columns.setdefault(row[0], []).append(row[1:])
+        constraints: dict[int, list[tuple]] = {}
+        for row in self._catalog_rows(_CONSTRAINTS_SQL, (oids,)):
+            constraints.setdefault(row[0], []).append(row[1:])
+
+        names = {
+            oid: (name if schema == "public" else f"{schema}.{name}") for oid, schema, name, *_ in relations
+        }
+        sql_names = {
+            oid: (qname if schema == "public" else f"{qschema}.{qname}")
+            for oid, schema, _, qschema, qname, *_ in relations
+        }
+        tables = []
+        for oid, *_, kind, comment, reltuples, viewdef in relations:
+            primary: tuple[str, ...] = ()
+            foreign: list[ForeignKey] = []
+            rendered_refs: list[str] = []
+            for contype, ref_oid, ref_regclass, cols, ref_cols, quoted_ref_cols in constraints.get(oid, []):
+                if contype == "p":
+                    primary = tuple(cols)
+                    continue
+                foreign.append(ForeignKey(tuple(cols), names.get(ref_oid, ref_regclass), tuple(ref_cols)))
+                rendered_refs.append(f"{sql_names.get(ref_oid, ref_regclass)}({', '.join(quoted_ref_cols)})")
+            column_infos = tuple(
+                ColumnInfo(
+                    name=col, type=col_type, nullable=not notnull, primary_key=col in primary, comment=note
+                )
+                for col, _qcol, col_type, _builtin, notnull, note in columns.get(oid, [])
+            )
+            if kind in ("v", "m"):
+                keyword = "MATERIALIZED VIEW" if kind == "m" else "VIEW"
+                create_sql = f"CREATE {keyword} {sql_names[oid]} AS {viewdef.strip().rstrip(';')}"
+            else:
+                create_sql = _render_create_table(
+                    sql_names[oid], columns.get(oid, []), primary, foreign, rendered_refs
+                )
+            tables.append(
+                TableInfo(
+                    name=names[oid],
+                    columns=column_infos,
+                    foreign_keys=tuple(foreign),
+                    create_sql=create_sql,
+                    comment=comment,
+                    row_estimate=reltuples if reltuples is not None and reltuples >= 0 else None,
+                )
+            )
+        self._oids = {names[oid]: oid for oid in oids}
+        self._table_parts = {names[oid]: (schema, name) for oid, schema, name, *_ in relations}
+        return tables
+
+    def _normalise_table_name(self, name: str) -> str:
+        cleaned = super()._normalise_table_name(name)
+        return cleaned[len("public.") :] if cleaned.lower().startswith("public.") else cleaned
+
+    def fingerprint(self, table: str) -> str:
+        info = self.table(table)
+        oid = self._oids[info.name]
+        row = self._catalog_rows(_FINGERPRINT_SQL, (oid,))
+        return ":".join(str(v) for v in row[0]) if row else ""
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def _render_create_table(
+    qualified: str,
+    columns: list[tuple],
+    primary: tuple[str, ...],
+    foreign: list[ForeignKey],
+    rendered_refs: list[str],
+) -> str:
+    """An equivalent CREATE TABLE in the style SQLite stores: one line, FOREIGN KEY clauses last."""
+    quoted = {col: qcol for col, qcol, *_ in columns}
+    parts = []
+    for col, qcol, col_type, builtin, notnull, _note in columns:
+        definition = f"{qcol} {col_type.upper() if builtin else col_type}"
+        if primary == (col,):
+            definition += " PRIMARY KEY"
+        if notnull:
+            definition += " NOT NULL"
+        parts.append(definition)
+    if len(primary) > 1:
+        parts.append(f"PRIMARY KEY ({', '.join(quoted[c] for c in primary)})")
+    for key, reference in zip(foreign, rendered_refs, strict=True):
+        parts.append(
+            f"FOREIGN KEY ({', '.join(quoted.get(c, c) for c in key.columns)}) REFERENCES {reference}"
+        )
+    return f"CREATE TABLE {qualified} ({', '.join(parts)})"
+
+
+def _statement_columns(conn: psycopg.Connection, sql: str) -> list[str]:
+    """Column names of a statement, from the server's description of it as the unnamed prepared statement."""
+    pgconn = conn.pgconn
+    if pgconn.prepare(b"", sql.encode()).status != ExecStatus.COMMAND_OK:
+        return []
+    described = pgconn.describe_prepared(b"")
+    return [described.fname(i).decode(conn.info.encoding) for i in range(described.nfields)]
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    conn.read_only = True  # psycopg then opens every transaction with BEGIN READ ONLY
+    conn.autocommit = False
+    conn.prepare_threshold = None  # no server-side prepared statements left behind on pooled connections
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _engine_message(exc: psycopg.Error) -> str:
+    """The server's message with its LINE/caret context where libpq gave one."""
+    return str(exc).strip() or type(exc).__name__

@@ -1,0 +1,207 @@
+"""SQLite engine: a read-only URI, PRAGMA query_only, an authorizer and a progress-handler timeout per call."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote as url_quote
+
+from dbtools.engines.base import ColumnInfo, Database, ForeignKey, TableInfo, _Caps
+from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError
+from dbtools.safety import denied_function_reason
+
+# What a user query may do, as SQLite's authorizer sees it; everything else is denied at compile time.
+_ALLOWED_ACTIONS = {
+    sqlite3.SQLITE_SELECT,
+    sqlite3.SQLITE_READ,
+    sqlite3.SQLITE_FUNCTION,
+    sqlite3.SQLITE_RECURSIVE,
+}
+# Read-only pragmas a query may call as table-valued functions, e.g. SELECT * FROM pragma_table_info('t').
+_READ_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list"}
+_PROGRESS_STEPS = 1000  # VM instructions between deadline checks
+
+
+def _authorize(
+    action: int, arg1: str | None, arg2: str | None, db_name: str | None, source: str | None
+) -> int:
+    if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _READ_PRAGMAS:
+        return sqlite3.SQLITE_OK
+    if action not in _ALLOWED_ACTIONS:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and arg2 and denied_function_reason(arg2.lower()):
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+class SQLiteDatabase(Database):
+    """A SQLite file opened read-only; one connection per call, so any thread may call."""
+
+    dialect = "sqlite"
+    placeholder = "?"
+
+    def __init__(
+        self, path: str | Path, *, timeout_s: float = 10.0, max_rows: int = 1000, max_chars: int = 100_000
+    ) -> None:
+        self.path = Path(path).expanduser().resolve()
+        super().__init__(str(path), timeout_s=timeout_s, max_rows=max_rows, max_chars=max_chars)
+        if not self.path.is_file():
+            raise ConnectionFailedError(f"no SQLite database at {self.path}: check the path in --dsn")
+        self._uri = f"file:{url_quote(str(self.path))}?mode=ro"
+        with self._connect() as conn:
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise ConnectionFailedError(f"cannot read {self.path} as a SQLite database: {exc}") from None
+
+    @contextmanager
+    def _connect(
+        self, *, timeout_s: float | None = None, authorize: bool = False
+    ) -> Iterator[sqlite3.Connection]:
+        try:
+            conn = sqlite3.connect(self._uri, uri=True, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise ConnectionFailedError(f"cannot open {self.path} read-only: {exc}") from None
+        try:
+            conn.execute("PRAGMA query_only = ON")
+            if authorize:
+                conn.set_authorizer(_authorize)
+            if timeout_s is not None:
+                deadline = time.perf_counter() + timeout_s
+                conn.set_progress_handler(lambda: int(time.perf_counter() > deadline), _PROGRESS_STEPS)
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _errors(self, timeout_s: float) -> Iterator[None]:
+        """Turn sqlite3 errors into the layer's errors; an interrupt past the deadline is a timeout."""
+        started = time.perf_counter()
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            elapsed = time.perf_counter() - started
+            if str(exc) == "interrupted":  # only the deadline handler interrupts
+                raise QueryTimeoutError(elapsed, timeout_s) from None
+            raise QueryError(str(exc)) from None
+        except sqlite3.Error as exc:
+            raise QueryError(str(exc)) from None
+
+    def _run_capped(self, sql: str, caps: _Caps, timeout_s: float) -> list[str]:
+        with self._connect(timeout_s=timeout_s, authorize=True) as conn, self._errors(timeout_s):
+            cursor = conn.execute(sql)
+            columns = [d[0] for d in cursor.description or ()]
+            while True:
+                batch = cursor.fetchmany(256)
+                if not batch or not all(caps.add(row) for row in batch):
+                    break
+            return columns
+
+    def _compile_error(self, sql: str) -> str | None:
+        # EXPLAIN compiles the statement into bytecode without running it.
+        with self._connect(timeout_s=self.timeout_s, authorize=True) as conn:
+            try:
+                conn.execute("EXPLAIN " + sql).fetchone()
+            except sqlite3.Error as exc:
+                return str(exc)
+        return None
+
+    def stream(self, sql: str, params: Sequence = (), *, timeout_s: float | None = None) -> Iterator[tuple]:
+        timeout = timeout_s or self.timeout_s
+        with self._connect(timeout_s=timeout) as conn, self._errors(timeout):
+            cursor = conn.execute(sql, tuple(params))
+            while batch := cursor.fetchmany(512):
+                yield from batch
+
+    def _schema_marker(self) -> object:
+        with self._connect() as conn:
+            return conn.execute("PRAGMA schema_version").fetchone()[0]
+
+    def _load_tables(self) -> list[TableInfo]:
+        with self._connect(timeout_s=max(self.timeout_s, 30.0)) as conn:
+            entries = conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'view') "
+                "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY rowid"
+            ).fetchall()
+            estimates = self._row_estimates(conn)
+            tables = []
+            for name, create_sql in entries:
+                columns = conn.execute(
+                    'SELECT name, type, "notnull", pk FROM pragma_table_info(?) ORDER BY cid', (name,)
+                ).fetchall()
+                fk_rows = conn.execute(
+                    'SELECT id, "table", "from", "to" FROM pragma_foreign_key_list(?) ORDER BY id DESC, seq',
+                    (name,),
+                ).fetchall()
+                tables.append(
+                    TableInfo(
+                        name=name,
+                        columns=tuple(
+                            ColumnInfo(
+                                name=c, type=t or "", nullable=not (notnull or pk), primary_key=bool(pk)
+                            )
+                            for c, t, notnull, pk in columns
+                        ),
+                        foreign_keys=_group_foreign_keys(conn, fk_rows),
+                        create_sql=create_sql or "",
+                        row_estimate=estimates.get(name),
+                    )
+                )
+            self._table_parts = {t.name: (t.name,) for t in tables}
+            return tables
+
+    @staticmethod
+    def _row_estimates(conn: sqlite3.Connection) -> dict[str, int]:
+        """Row counts ANALYZE recorded, where it ran (counting every table would scan the whole file)."""
+        try:
+            rows = conn.execute("SELECT tbl, stat FROM sqlite_stat1").fetchall()
+        except sqlite3.OperationalError:
+            return {}
+        estimates: dict[str, int] = {}
+        for table, stat in rows:
+            head = (stat or "").split(" ", 1)[0]
+            if head.isdigit():
+                estimates.setdefault(table, int(head))
+        return estimates
+
+    def fingerprint(self, table: str) -> str:
+        info = self.table(table)
+        quoted = self.quote(info.name)
+        with self._connect(timeout_s=self.timeout_s) as conn, self._errors(self.timeout_s):
+            try:
+                count, last = conn.execute(f"SELECT count(*), max(rowid) FROM {quoted}").fetchone()
+            except sqlite3.OperationalError:
+                count, last = conn.execute(f"SELECT count(*), NULL FROM {quoted}").fetchone()  # WITHOUT ROWID
+        # Updates change neither count nor rowid; the files' sizes and times do (WAL writes land in -wal).
+        files = [self.path, self.path.with_name(self.path.name + "-wal")]
+        stamps = [f"{s.st_size}.{s.st_mtime_ns}" for s in (os.stat(f) for f in files if f.exists())]
+        return ":".join([str(count), str(last), *stamps])
+
+    def close(self) -> None:
+        """Nothing stays open between calls."""
+
+
+def _group_foreign_keys(conn: sqlite3.Connection, fk_rows: list[tuple]) -> tuple[ForeignKey, ...]:
+    # SQLite numbers foreign keys in reverse declaration order; rows arrive sorted back into declaration order.
+    grouped: dict[int, tuple[str, list[str], list[str | None]]] = {}
+    for fk_id, ref_table, column, ref_column in fk_rows:
+        entry = grouped.setdefault(fk_id, (ref_table, [], []))
+        entry[1].append(column)
+        entry[2].append(ref_column)
+    keys = []
+    for ref_table, columns, ref_columns in grouped.values():
+        if any(c is None for c in ref_columns):
+            # REFERENCES t without a column list points at t's primary key.
+            pk = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", (ref_table,)
+                )
+            ]
+            ref_columns = pk if len(pk) == len(columns) else [c or "rowid" for c in ref_columns]
+        keys.append(ForeignKey(tuple(columns), ref_table, tuple(ref_columns)))
+    return tuple(keys)

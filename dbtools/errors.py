@@ -1,0 +1,39 @@
+"""Errors raised by the database layer; every message is meant to be shown to a user or a model as is."""
+
+from __future__ import annotations
+
+
+class DatabaseToolError(Exception):
+    """Base class of every error the database layer reports."""
+
+
+class UnsafeQueryError(DatabaseToolError):
+    """The read-only policy refused a statement; the message says why."""
+
+
+class QueryTimeoutError(DatabaseToolError):
+    """A statement ran past its timeout and was cancelled."""
+
+    def __init__(self, elapsed_s: float, timeout_s: float) -> None:
+        super().__init__(
+            f"query cancelled after {elapsed_s:.1f} s (timeout {timeout_s:g} s); "
+            "narrow it with WHERE or LIMIT, or avoid large joins"
+        )
+        self.elapsed_s = elapsed_s
+        self.timeout_s = timeout_s
+
+
+class UnknownObjectError(DatabaseToolError):
+    """An unknown table or column; the message names the closest matches."""
+
+
+class QueryError(DatabaseToolError):
+    """The engine rejected a statement; the message is the engine's own."""
+
+
+class ConnectionFailedError(DatabaseToolError):
+    """The database could not be opened or reached."""
+
+
+class UnparsableQueryError(UnsafeQueryError):
+    """The policy could not parse a statement, so it cannot vouch for it."""

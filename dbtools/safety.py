@@ -1,0 +1,178 @@
+"""The read-only policy: a sqlglot allowlist that every user statement passes before an engine runs it.
+
+The engines enforce read-only access on their own as well; this check refuses early, with a reason.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from dbtools.errors import UnparsableQueryError, UnsafeQueryError
+
+# Statement kinds that change data, schema, settings, transactions or files, wherever they appear.
+_FORBIDDEN_NODES: dict[type[exp.Expression], str] = {
+    exp.Insert: "INSERT",
+    exp.Update: "UPDATE",
+    exp.Delete: "DELETE",
+    exp.Merge: "MERGE",
+    exp.Create: "CREATE",
+    exp.Drop: "DROP",
+    exp.Alter: "ALTER",
+    exp.TruncateTable: "TRUNCATE",
+    exp.Copy: "COPY",
+    exp.Attach: "ATTACH",
+    exp.Detach: "DETACH",
+    exp.Pragma: "PRAGMA",
+    exp.Set: "SET",
+    exp.Transaction: "BEGIN",
+    exp.Commit: "COMMIT",
+    exp.Rollback: "ROLLBACK",
+    exp.Grant: "GRANT",
+    exp.Revoke: "REVOKE",
+    exp.LoadData: "LOAD DATA",
+    exp.Use: "USE",
+    exp.Analyze: "ANALYZE",
+    exp.Kill: "KILL",
+    exp.Comment: "COMMENT",
+    exp.Export: "EXPORT",
+    exp.Command: "an unsupported command",
+}
+
+# Functions that sleep, touch files or other servers, change settings, write, or run SQL text of their own.
+_DENIED_FUNCTIONS: dict[str, str] = {
+    "pg_sleep": "it sleeps",
+    "pg_sleep_for": "it sleeps",
+    "pg_sleep_until": "it sleeps",
+    "set_config": "it changes server settings",
+    "pg_notify": "it sends notifications",
+    "nextval": "it writes to a sequence",
+    "setval": "it writes to a sequence",
+    "query_to_xml": "it runs SQL text of its own",
+    "query_to_xml_and_xmlschema": "it runs SQL text of its own",
+    "query_to_xmlschema": "it runs SQL text of its own",
+    "cursor_to_xml": "it runs SQL text of its own",
+    "pg_stat_file": "it reads the server's file system",
+    "pg_terminate_backend": "it controls server processes",
+    "pg_cancel_backend": "it controls server processes",
+    "pg_reload_conf": "it controls the server",
+    "pg_rotate_logfile": "it controls the server",
+    "pg_promote": "it controls the server",
+    "pg_switch_wal": "it controls the server",
+    "pg_create_restore_point": "it controls the server",
+    "pg_import_system_collations": "it writes to the catalog",
+    "txid_current": "it assigns a transaction id",
+    "pg_current_xact_id": "it assigns a transaction id",
+    "load_extension": "it loads native code",
+    "readfile": "it reads files",
+    "writefile": "it writes files",
+    "edit": "it starts an editor",
+    "fts3_tokenizer": "it can register native code",
+}
+_DENIED_PREFIXES: dict[str, str] = {
+    "pg_read_": "it reads the server's file system",
+    "pg_ls_": "it lists the server's file system",
+    "pg_file_": "it writes the server's file system",
+    "lo_": "it reads or writes large objects and files",
+    "dblink": "it connects to other servers",
+    "pg_advisory": "it takes locks that outlive the query",
+    "pg_try_advisory": "it takes locks that outlive the query",
+    "pg_logical_": "it writes to replication",
+    "pg_replication_": "it changes replication",
+    "pg_create_": "it changes replication",
+    "pg_drop_": "it changes replication",
+    "pg_stat_reset": "it resets statistics",
+}
+
+
+def check_query(sql: str, dialect: str) -> exp.Expression:
+    """Return the parsed statement if `sql` is one read-only query; raise UnsafeQueryError saying why not."""
+    if not sql or not sql.strip():
+        raise UnsafeQueryError("empty query: send one SELECT statement")
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+    except SqlglotError as exc:
+        raise UnparsableQueryError(f"could not parse the query: {_first_line(exc)}") from None
+    if not statements:
+        raise UnsafeQueryError("empty query (only comments): send one SELECT statement")
+    if len(statements) > 1:
+        raise UnsafeQueryError(
+            f"only one statement per call is allowed; found {len(statements)}: send them one at a time"
+        )
+    statement = statements[0]
+    if not isinstance(statement, (exp.Query, exp.Values)):
+        raise UnsafeQueryError(
+            f"only read-only queries (SELECT, WITH ... SELECT, VALUES) are allowed; "
+            f"this is {_kind(statement)} statement"
+        )
+    for node in statement.walk():
+        _check_node(node)
+    return statement
+
+
+def _check_node(node: exp.Expression) -> None:
+    for node_type, kind in _FORBIDDEN_NODES.items():
+        if isinstance(node, node_type):
+            raise UnsafeQueryError(f"{kind} inside a query is not allowed: access is read-only")
+    if isinstance(node, exp.Into):
+        raise UnsafeQueryError("SELECT ... INTO creates a table and is not allowed: access is read-only")
+    if isinstance(node, exp.Lock):
+        raise UnsafeQueryError(
+            "locking clauses (FOR UPDATE / FOR SHARE) are not allowed: access is read-only"
+        )
+    if isinstance(node, exp.Func):
+        for name in _function_names(node):
+            reason = denied_function_reason(name)
+            if reason:
+                raise UnsafeQueryError(f"function {name}() is not allowed: {reason}")
+
+
+def _function_names(node: exp.Func) -> set[str]:
+    if isinstance(node, exp.Anonymous):
+        return {node.name.lower()}
+    return {name.lower() for name in type(node).sql_names()}
+
+
+def denied_function_reason(name: str) -> str | None:
+    """Why the function called `name` (lower case) is denied, or None if it is allowed."""
+    if name in _DENIED_FUNCTIONS:
+        return _DENIED_FUNCTIONS[name]
+    for prefix, reason in _DENIED_PREFIXES.items():
+        if name.startswith(prefix):
+            return reason
+    return None
+
+
+def _kind(statement: exp.Expression) -> str:
+    if isinstance(statement, exp.Command):
+        kind = str(statement.this).upper()
+    else:
+        kind = next(
+            (k for t, k in _FORBIDDEN_NODES.items() if isinstance(statement, t)), statement.key.upper()
+        )
+    return ("an " if kind[:1] in "AEIOU" else "a ") + kind
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def referenced_tables(sql: str, dialect: str) -> list[str]:
+    """Tables a statement reads, as written (schema-qualified where it is), CTE names left out; [] if unparsable."""
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+    except SqlglotError:
+        return []
+    names: list[str] = []
+    for statement in statements:
+        cte_names = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
+        for table in statement.find_all(exp.Table):
+            if not isinstance(table.this, exp.Identifier):
+                continue  # a table function such as generate_series(...)
+            if not table.db and table.name.lower() in cte_names:
+                continue
+            name = f"{table.db}.{table.name}" if table.db else table.name
+            if name not in names:
+                names.append(name)
+    return names
