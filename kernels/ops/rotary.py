@@ -1,0 +1,76 @@
+"""Partial rotary embedding in Triton (rotate_half style): one program per (token, head)."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.checks import check_last_dim_contiguous
+from kernels.ops.launch import output_like
+
+
+@triton.jit
+def _rotary_kernel(
+    x_ptr,
+    positions_ptr,
+    inv_freq_ptr,
+    out_ptr,
+    seq_len,
+    n_heads,
+    head_dim,
+    stride_xb,
+    stride_xt,
+    stride_xh,
+    stride_pb,
+    stride_pt,
+    HALF: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    token = tl.program_id(0)
+    head = tl.program_id(1)
+    b = token // seq_len
+    t = token % seq_len
+    x_row = x_ptr + b.to(tl.int64) * stride_xb + t.to(tl.int64) * stride_xt + head.to(tl.int64) * stride_xh
+    out_row = out_ptr + (token.to(tl.int64) * n_heads + head) * head_dim
+    d = tl.arange(0, BLOCK_D)
+    in_row = d < head_dim
+    rotated = d < 2 * HALF
+    first_half = d < HALF
+    x = tl.load(x_row + d, mask=in_row, other=0.0).to(tl.float32)
+    partner = tl.where(first_half, d + HALF, d - HALF)
+    x_partner = tl.load(x_row + partner, mask=rotated, other=0.0).to(tl.float32)
+    position = tl.load(positions_ptr + b * stride_pb + t * stride_pt).to(tl.float32)
+    angle = position * tl.load(inv_freq_ptr + d % HALF, mask=rotated, other=0.0).to(tl.float32)
+    sign = tl.where(first_half, -1.0, 1.0)
+    y = tl.where(rotated, x * tl.cos(angle) + sign * x_partner * tl.sin(angle), x)
+    tl.store(out_row + d, y.to(out_ptr.dtype.element_ty), mask=in_row)
+
+
+def rotary_embedding_triton(
+    x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor, *, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Launch the rotary embedding of x [B, T, H, D] (any strides, unit last stride) at positions [B, T]."""
+    check_last_dim_contiguous("x", x)
+    batch, seq_len, n_heads, head_dim = x.shape
+    out = output_like(x, out)
+    inv_freq = inv_freq.to(device=x.device, dtype=torch.float32).contiguous()
+    if x.numel():
+        _rotary_kernel[(batch * seq_len, n_heads)](
+            x,
+            positions,
+            inv_freq,
+            out,
+            seq_len,
+            n_heads,
+            head_dim,
+            x.stride(0),
+            x.stride(1),
+            x.stride(2),
+            positions.stride(0),
+            positions.stride(1),
+            HALF=inv_freq.shape[0],
+            BLOCK_D=triton.next_power_of_2(head_dim),
+            num_warps=1 if head_dim <= 128 else 2,
+        )
+    return out
