@@ -1,0 +1,86 @@
+"""Command line of the demo database: `build` a SQLite file, `load-postgres` it into a PostgreSQL database."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from dbtools.demo.build import build_demo
+from dbtools.demo.cache import DEFAULT_SEED, default_demo_path
+from dbtools.demo.postgres import load_postgres
+
+
+def _env(name: str, default=None):
+    return os.environ.get(f"SQLSCOUT_{name}", default)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dbtools.demo", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    build = commands.add_parser("build", help="generate the demo SQLite database")
+    build.add_argument(
+        "--out",
+        default=_env("DEMO_OUT"),
+        help="output file (env SQLSCOUT_DEMO_OUT; default: the cached default demo database)",
+    )
+    build.add_argument(
+        "--scale",
+        type=float,
+        default=float(_env("DEMO_SCALE", 1.0)),
+        help="multiplier of the fact tables' rows; 1 gives about 760k rows, 8 about 5M "
+        "(env SQLSCOUT_DEMO_SCALE)",
+    )
+    build.add_argument(
+        "--seed",
+        type=int,
+        default=int(_env("DEMO_SEED", DEFAULT_SEED)),
+        help="random seed; the same seed and scale give the same content (env SQLSCOUT_DEMO_SEED)",
+    )
+    load = commands.add_parser("load-postgres", help="copy a demo SQLite database into PostgreSQL")
+    load.add_argument(
+        "dsn",
+        nargs="?",
+        default=_env("DEMO_PG_DSN"),
+        help="PostgreSQL URL or libpq string of the target database (env SQLSCOUT_DEMO_PG_DSN)",
+    )
+    load.add_argument(
+        "--source",
+        default=_env("DEMO_SOURCE"),
+        help="demo SQLite file to copy (env SQLSCOUT_DEMO_SOURCE; default: the default demo database)",
+    )
+    load.add_argument(
+        "--replace",
+        action="store_true",
+        default=_env("DEMO_REPLACE") == "1",
+        help="drop demo tables that already exist in the target (env SQLSCOUT_DEMO_REPLACE=1)",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
+    try:
+        if args.command == "build":
+            if args.out is None and args.scale == 1.0 and args.seed == DEFAULT_SEED:
+                print(default_demo_path())
+                return 0
+            if args.out is None:
+                parser.error("--out is required with a non-default --scale or --seed")
+            stats = build_demo(args.out, scale=args.scale, seed=args.seed)
+            print(stats.path)
+        else:
+            if not args.dsn:
+                parser.error("give the target DSN (or set SQLSCOUT_DEMO_PG_DSN)")
+            load_postgres(args.dsn, args.source or default_demo_path(), replace=args.replace)
+    except (OSError, ValueError, ImportError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except Exception as error:  # psycopg errors: connection refused, bad credentials, ...
+        if type(error).__module__.startswith("psycopg"):
+            print(f"error: PostgreSQL: {error}", file=sys.stderr)
+            return 1
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
