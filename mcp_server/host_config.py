@@ -1,0 +1,117 @@
+"""Configuration snippets that make Claude Desktop, VS Code or Claude Code start this server."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import shlex
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from mcp_server.settings import OPTIONS, Settings
+
+HOSTS = ("claude-desktop", "vscode", "claude-code")
+HTTP_ONLY_FIELDS = ("transport", "host", "port", "token", "allowed_origins")
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def absolute_dsn(dsn: str) -> str:
+    """The DSN with a relative SQLite path made absolute: hosts start servers from another directory."""
+    if dsn.startswith("sqlite:///"):
+        return "sqlite:///" + str(Path(dsn[len("sqlite:///") :]).resolve())
+    if "://" not in dsn and "=" not in dsn:
+        return str(Path(dsn).resolve())
+    return dsn
+
+
+def dsn_has_password(dsn: str) -> bool:
+    if "://" in dsn:
+        return urlsplit(dsn).password is not None
+    return "password=" in dsn
+
+
+def stdio_launch(settings: Settings) -> tuple[str, list[str], dict[str, str]]:
+    """Command, arguments and environment that start this server over stdio with these settings.
+
+    Secrets (token, API key, a DSN with a password) go into the environment, not the visible arguments.
+    """
+    values = settings.non_defaults()
+    if settings.dsn:
+        values["dsn"] = absolute_dsn(settings.dsn)
+    if settings.model:
+        values["model"] = str(Path(settings.model).resolve())
+    args = ["-m", "mcp_server"]
+    env: dict[str, str] = {}
+    for option in OPTIONS:
+        if option.field not in values or option.field in HTTP_ONLY_FIELDS:
+            continue
+        value = str(values[option.field])
+        if option.secret or (option.field == "dsn" and dsn_has_password(value)):
+            env[option.env] = value
+        else:
+            args += [option.flag, value]
+    if not _installed():
+        # Run from a source checkout: the host starts the server in some other directory.
+        env["PYTHONPATH"] = str(PROJECT_ROOT)
+    return sys.executable, args, env
+
+
+def _installed() -> bool:
+    try:
+        importlib.metadata.distribution("sqlscout")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def http_url(settings: Settings) -> str:
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    return f"http://{host}:{settings.port}/mcp"
+
+
+def http_headers(settings: Settings) -> dict[str, str]:
+    return {"Authorization": f"Bearer {settings.token}"} if settings.token else {}
+
+
+def claude_desktop(settings: Settings, name: str) -> str:
+    """`claude_desktop_config.json`'s `mcpServers` entry (Claude Desktop launches local servers over stdio)."""
+    command, args, env = stdio_launch(settings)
+    entry: dict = {"command": command, "args": args}
+    if env:
+        entry["env"] = env
+    return json.dumps({"mcpServers": {name: entry}}, indent=2)
+
+
+def vscode(settings: Settings, name: str) -> str:
+    """`.vscode/mcp.json`: a stdio server VS Code starts, or the URL of a running HTTP server."""
+    if settings.transport == "http":
+        entry: dict = {"type": "http", "url": http_url(settings)}
+        if settings.token:
+            entry["headers"] = http_headers(settings)
+    else:
+        command, args, env = stdio_launch(settings)
+        entry = {"type": "stdio", "command": command, "args": args}
+        if env:
+            entry["env"] = env
+    return json.dumps({"servers": {name: entry}}, indent=2)
+
+
+def claude_code(settings: Settings, name: str) -> str:
+    """A `claude mcp add` command line."""
+    if settings.transport == "http":
+        words = ["claude", "mcp", "add", "--transport", "http", name, http_url(settings)]
+        for key, value in http_headers(settings).items():
+            words += ["--header", f"{key}: {value}"]
+        return shlex.join(words)
+    command, args, env = stdio_launch(settings)
+    words = ["claude", "mcp", "add", name]
+    for key, value in env.items():
+        words += ["--env", f"{key}={value}"]
+    return shlex.join([*words, "--", command, *args])
+
+
+def host_snippet(host: str, settings: Settings, name: str = "sqlscout") -> str:
+    """The snippet for one of HOSTS."""
+    render = {"claude-desktop": claude_desktop, "vscode": vscode, "claude-code": claude_code}[host]
+    return render(settings, name)

@@ -1,0 +1,96 @@
+"""The one text-to-SQL model a process loads, shared by every question in turn."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from dbtools.engines import Database
+from mcp_server.agent import Agent, AgentAnswer, AgentConfig, RoundEvent
+from mcp_server.agent_errors import PolicyConfigError
+from mcp_server.policies import MODEL_SETUP_HINT, Policy, build_policy
+from mcp_server.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class ModelLoadError(RuntimeError):
+    """The configured model could not be loaded; the message says why."""
+
+
+class QuestionCancelledError(RuntimeError):
+    """The question was cancelled before the model got to it."""
+
+
+class ModelRunner:
+    """Loads the policy once (at the first question, or in the background at start) and runs one episode
+    at a time on it: a model holds one set of caches, so concurrent questions queue on a lock."""
+
+    def __init__(self, settings: Settings, db: Database, policy: Policy | None = None) -> None:
+        self.settings = settings
+        self.db = db
+        self._policy = policy
+        self._agent: Agent | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def configured(self) -> bool:
+        return self._policy is not None or self.settings.has_model
+
+    def preload_in_background(self) -> None:
+        """Start loading now so the first question does not wait for it; failures surface on that question."""
+        if self.configured:
+            threading.Thread(target=self._preload, name="model-preload", daemon=True).start()
+
+    def _preload(self) -> None:
+        try:
+            with self._lock:
+                self._ensure_agent()
+        except Exception:
+            log.exception("loading the model failed; ask_database will retry and report the error")
+
+    def _ensure_agent(self) -> Agent:
+        if self._agent is None:
+            if self._policy is None:
+                if not self.settings.has_model:
+                    raise PolicyConfigError(f"no text-to-SQL model is configured: {MODEL_SETUP_HINT}")
+                where = self.settings.model or self.settings.endpoint
+                log.info("loading the text-to-SQL model from %s", where)
+                try:
+                    self._policy = build_policy(
+                        model_dir=self.settings.model,
+                        endpoint=self.settings.endpoint,
+                        endpoint_model=self.settings.endpoint_model,
+                        api_key=self.settings.api_key,
+                        device=self.settings.device,
+                    )
+                except PolicyConfigError:
+                    raise
+                except Exception as error:
+                    raise ModelLoadError(f"loading the model from {where} failed: {error}") from error
+                log.info("model ready")
+            config = AgentConfig(samples=self.settings.samples, max_result_rows=self.settings.max_rows)
+            self._agent = Agent(self.db, self._policy, config)
+        return self._agent
+
+    def ask(
+        self,
+        question: str,
+        evidence: str | None = None,
+        *,
+        on_round: Callable[[RoundEvent], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> AgentAnswer:
+        """Run one episode; waits for the model while another question holds it, unless cancelled.
+
+        Raises PolicyConfigError without a model, ModelLoadError when it fails to load."""
+        cancel = cancel or threading.Event()
+        while not self._lock.acquire(timeout=0.1):
+            if cancel.is_set():
+                raise QuestionCancelledError("cancelled while waiting for the model")
+        try:
+            agent = self._ensure_agent()
+            return agent.ask(question, evidence, on_round=on_round, cancel=cancel)
+        finally:
+            self._lock.release()

@@ -1,0 +1,166 @@
+"""The server's settings: one validated dataclass, filled from command-line flags over `SQLSCOUT_*` variables."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "SQLSCOUT_"
+TRANSPORTS = ("stdio", "http")
+DEVICES = ("cpu", "cuda")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOOPBACK_NAMES = ("localhost",)
+
+
+class SettingsError(ValueError):
+    """A setting is missing, malformed or inconsistent; the message says which and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One user-facing option: its flag, environment variable, parser and help text."""
+
+    field: str
+    help: str
+    parse: Callable[[str], Any] = str
+    choices: tuple[str, ...] | None = None
+    secret: bool = False
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.field.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.field.upper()
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "dsn",
+        "database: a SQLite path, sqlite:///path, postgresql://... or libpq 'host=... dbname=...' "
+        "(default: the bundled demo database)",
+    ),
+    Option("model", "directory of the text-to-SQL model (safetensors, tokenizer, config)"),
+    Option("endpoint", "OpenAI-compatible completions endpoint to run the model on instead (e.g. vLLM)"),
+    Option("endpoint_model", "model name to request from --endpoint"),
+    Option("api_key", "API key sent to --endpoint", secret=True),
+    Option("transport", "stdio (default; for desktop hosts) or http (streamable HTTP)", choices=TRANSPORTS),
+    Option("host", "HTTP bind address (default 127.0.0.1; any other address requires --token)"),
+    Option("port", "HTTP port (default 8000)", parse=int),
+    Option("token", "bearer token HTTP clients must send as 'Authorization: Bearer TOKEN'", secret=True),
+    Option(
+        "allowed_origins",
+        "extra comma-separated browser origins accepted over HTTP (loopback origins are always accepted)",
+    ),
+    Option("max_rows", "most rows any query returns (default 1000)", parse=int),
+    Option("timeout", "statement timeout in seconds (default 10)", parse=float),
+    Option("device", "device for a local model: cpu or cuda (default: cuda when available)", choices=DEVICES),
+    Option("samples", "episodes per question; more than 1 votes on the result (default 1)", parse=int),
+    Option("log_level", "stderr log level (default INFO)", parse=str.upper, choices=LOG_LEVELS),
+)
+
+
+def is_loopback(host: str) -> bool:
+    """True for a host name or address that only this machine can reach."""
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the server and the `ask` command need; validated on construction."""
+
+    dsn: str | None = None
+    model: str | None = None
+    endpoint: str | None = None
+    endpoint_model: str | None = None
+    api_key: str | None = None
+    transport: str = "stdio"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = None
+    allowed_origins: str | None = None
+    max_rows: int = 1000
+    timeout: float = 10.0
+    device: str | None = None
+    samples: int = 1
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        if self.transport not in TRANSPORTS:
+            raise SettingsError(f"--transport must be one of {', '.join(TRANSPORTS)}, not {self.transport!r}")
+        if self.model and self.endpoint:
+            raise SettingsError("give either --model DIR or --endpoint URL, not both")
+        if self.model and not Path(self.model).is_dir():
+            raise SettingsError(
+                f"model directory {self.model!r} does not exist: give the directory holding the model's "
+                "config, tokenizer and safetensors (get it with "
+                "`hf download trl-lab/qwen3.5-2b-grpo-sqale --local-dir DIR`)"
+            )
+        if self.endpoint and not self.endpoint_model:
+            raise SettingsError("--endpoint needs --endpoint-model NAME (SQLSCOUT_ENDPOINT_MODEL)")
+        if (self.endpoint_model or self.api_key) and not self.endpoint:
+            raise SettingsError("--endpoint-model and --api-key only apply with --endpoint URL")
+        if not 1 <= self.port <= 65535:
+            raise SettingsError(f"--port must be between 1 and 65535, not {self.port}")
+        if self.max_rows < 1:
+            raise SettingsError(f"--max-rows must be at least 1, not {self.max_rows}")
+        if self.timeout <= 0:
+            raise SettingsError(f"--timeout must be a positive number of seconds, not {self.timeout:g}")
+        if self.samples < 1:
+            raise SettingsError(f"--samples must be at least 1, not {self.samples}")
+        if self.device is not None and self.device not in DEVICES:
+            raise SettingsError(f"--device must be one of {', '.join(DEVICES)}, not {self.device!r}")
+        if self.log_level not in LOG_LEVELS:
+            raise SettingsError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
+        if self.transport == "http" and not is_loopback(self.host) and not self.token:
+            raise SettingsError(
+                f"--host {self.host} exposes the database beyond this machine: set --token TOKEN "
+                "(SQLSCOUT_TOKEN) so that clients must authenticate, or bind to 127.0.0.1"
+            )
+
+    @property
+    def has_model(self) -> bool:
+        return bool(self.model or self.endpoint)
+
+    @property
+    def origins(self) -> tuple[str, ...]:
+        """The extra accepted origins, normalised (no trailing slash, lower case)."""
+        return tuple(
+            o.strip().rstrip("/").lower() for o in (self.allowed_origins or "").split(",") if o.strip()
+        )
+
+    def non_defaults(self) -> dict[str, Any]:
+        """The settings that differ from their defaults, by field name."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
+
+    @classmethod
+    def resolve(cls, flags: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from flag values (None: not given) over `SQLSCOUT_*` environment variables over defaults."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for option in OPTIONS:
+            flag_value = flags.get(option.field)
+            if flag_value is not None:
+                values[option.field] = flag_value
+                continue
+            raw = environ.get(option.env, "").strip()
+            if not raw:
+                continue
+            try:
+                value = option.parse(raw)
+            except ValueError:
+                raise SettingsError(f"{option.env}={raw!r} is not a valid {option.parse.__name__}") from None
+            if option.choices and value not in option.choices:
+                raise SettingsError(f"{option.env} must be one of {', '.join(option.choices)}, not {raw!r}")
+            values[option.field] = value
+        return cls(**values)

@@ -1,0 +1,63 @@
+"""Host configuration snippets: absolute paths, secrets in the environment, the hosts' own formats."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from mcp_server.host_config import absolute_dsn, host_snippet
+from mcp_server.settings import Settings
+
+
+def test_claude_desktop_runs_this_python_with_absolute_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings = Settings(dsn="shop.sqlite", max_rows=50, transport="http")
+    entry = json.loads(host_snippet("claude-desktop", settings, "shop"))["mcpServers"]["shop"]
+    assert entry["command"] == sys.executable
+    assert entry["args"] == ["-m", "mcp_server", "--dsn", str(tmp_path / "shop.sqlite"), "--max-rows", "50"]
+
+
+def test_secrets_go_to_the_environment_not_the_arguments(tmp_path):
+    settings = Settings(
+        dsn="postgresql://reader:s3cret@db.internal/sales",
+        endpoint="http://gpu:8001/v1",
+        endpoint_model="sqale",
+        api_key="k-123",
+    )
+    entry = json.loads(host_snippet("vscode", settings))["servers"]["sqlscout"]
+    assert entry["type"] == "stdio"
+    assert "s3cret" not in " ".join(entry["args"]) and "k-123" not in " ".join(entry["args"])
+    assert entry["env"]["SQLSCOUT_DSN"] == settings.dsn
+    assert entry["env"]["SQLSCOUT_API_KEY"] == "k-123"
+    assert entry["args"][entry["args"].index("--endpoint-model") + 1] == "sqale"
+
+
+def test_vscode_and_claude_code_point_at_a_running_http_server():
+    settings = Settings(transport="http", port=8123, token="tok")
+    entry = json.loads(host_snippet("vscode", settings))["servers"]["sqlscout"]
+    assert entry == {
+        "type": "http",
+        "url": "http://127.0.0.1:8123/mcp",
+        "headers": {"Authorization": "Bearer tok"},
+    }
+    words = shlex.split(host_snippet("claude-code", settings))
+    assert words[:6] == ["claude", "mcp", "add", "--transport", "http", "sqlscout"]
+    assert words[6] == "http://127.0.0.1:8123/mcp"
+    assert words[words.index("--header") + 1] == "Authorization: Bearer tok"
+
+
+def test_claude_code_stdio_command(tmp_path):
+    settings = Settings(model=str(tmp_path), samples=3)
+    words = shlex.split(host_snippet("claude-code", settings, "db"))
+    assert words[:4] == ["claude", "mcp", "add", "db"]
+    command = words[words.index("--") + 1 :]
+    assert command == [sys.executable, "-m", "mcp_server", "--model", str(tmp_path), "--samples", "3"]
+
+
+def test_absolute_dsn_leaves_server_dsns_alone(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert absolute_dsn("sqlite:///data/x.db") == "sqlite:///" + str(Path(tmp_path, "data/x.db"))
+    assert absolute_dsn("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert absolute_dsn("host=h dbname=d") == "host=h dbname=d"

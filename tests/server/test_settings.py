@@ -1,0 +1,76 @@
+"""Settings: flags over environment over defaults, and validation with actionable messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_server.settings import OPTIONS, Settings, SettingsError, is_loopback
+
+
+def test_flag_wins_over_environment_which_wins_over_default():
+    env = {"SQLSCOUT_PORT": "9001", "SQLSCOUT_MAX_ROWS": "50", "SQLSCOUT_LOG_LEVEL": "debug"}
+    settings = Settings.resolve({"port": 9002}, env)
+    assert settings.port == 9002
+    assert settings.max_rows == 50
+    assert settings.log_level == "DEBUG"
+    assert settings.timeout == Settings().timeout
+
+
+def test_every_option_has_a_settings_field_and_an_environment_variable():
+    fields = set(Settings.__dataclass_fields__)
+    assert {o.field for o in OPTIONS} == fields
+    assert all(o.env == "SQLSCOUT_" + o.field.upper() for o in OPTIONS)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"SQLSCOUT_PORT": "eighty"}, "SQLSCOUT_PORT='eighty' is not a valid int"),
+        ({"SQLSCOUT_TRANSPORT": "grpc"}, "SQLSCOUT_TRANSPORT must be one of stdio, http"),
+        ({"SQLSCOUT_TIMEOUT": "0"}, "--timeout must be a positive number"),
+    ],
+)
+def test_bad_environment_values_name_the_variable(env, message):
+    with pytest.raises(SettingsError, match=message):
+        Settings.resolve({}, env)
+
+
+def test_model_and_endpoint_rules(tmp_path):
+    with pytest.raises(SettingsError, match="either --model DIR or --endpoint URL"):
+        Settings(model=str(tmp_path), endpoint="http://localhost:8001/v1", endpoint_model="m")
+    with pytest.raises(SettingsError, match="--endpoint needs --endpoint-model"):
+        Settings(endpoint="http://localhost:8001/v1")
+    with pytest.raises(SettingsError, match="only apply with --endpoint"):
+        Settings(api_key="secret")
+    with pytest.raises(SettingsError, match="does not exist: give the directory"):
+        Settings(model=str(tmp_path / "missing"))
+    assert Settings(model=str(tmp_path)).has_model
+    assert not Settings().has_model
+
+
+def test_a_network_bind_needs_a_token():
+    with pytest.raises(SettingsError, match="set --token TOKEN"):
+        Settings(transport="http", host="0.0.0.0")
+    assert Settings(transport="http", host="0.0.0.0", token="t").host == "0.0.0.0"
+    assert Settings(transport="http", host="localhost").token is None
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("10.1.2.3", False),
+        ("example.com", False),
+    ],
+)
+def test_is_loopback(host, loopback):
+    assert is_loopback(host) is loopback
+
+
+def test_allowed_origins_are_normalised():
+    settings = Settings(allowed_origins="https://App.example.com/, http://x.test:3000")
+    assert settings.origins == ("https://app.example.com", "http://x.test:3000")
