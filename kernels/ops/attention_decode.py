@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from kernels.backend import interpreting
+from kernels.checks import check_last_dim_contiguous
 from kernels.ops.attention_common import LOG2_E, dot_settings
 from kernels.ops.launch import output_like
 
@@ -164,10 +165,7 @@ def attention_decode_triton(
     if seq_len != 1:
         raise ValueError(f"decode attention takes one new token per row, got {seq_len}")
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("gate", gate)):
-        if t.stride(-1) != 1:
-            raise ValueError(
-                f"{name} must have a contiguous last dimension (stride 1), got strides {t.stride()}"
-            )
+        check_last_dim_contiguous(name, t)
     kv_heads, max_len = k_cache.shape[1], k_cache.shape[2]
     group = q_heads // kv_heads
     out = output_like(q, out)

@@ -11,6 +11,7 @@ import triton
 import triton.language as tl
 
 from kernels.backend import interpreting
+from kernels.checks import check_last_dim_contiguous
 from kernels.ops.attention_common import LOG2_E, dot_settings
 from kernels.ops.launch import output_like
 
@@ -160,10 +161,7 @@ def attention_prefill_triton(
 ) -> torch.Tensor:
     """Launch causal prefill attention; q, gate [B, T, Hq, D] and caches [B, Hkv, S_max, D] with unit last stride."""
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("gate", gate)):
-        if t.stride(-1) != 1:
-            raise ValueError(
-                f"{name} must have a contiguous last dimension (stride 1), got strides {t.stride()}"
-            )
+        check_last_dim_contiguous(name, t)
     batch, seq_len, q_heads, head_dim = q.shape
     group = q_heads // k_cache.shape[1]
     out = output_like(q, out)
