@@ -48,9 +48,8 @@ def _column_values(
         parent_column = referenced_column(column, TABLES_BY_NAME)
         if parent_column == TABLES_BY_NAME[column.ref_table].primary_key:
             parents = n if column.ref_table == table.name else row_counts[column.ref_table]
-            if column.unique:  # a one-to-one link: each parent at most once
-                keys = rng.sample(range(1, parents + 1), min(n, parents))
-                values = keys + [None] * (n - len(keys))
+            if column.unique:  # a one-to-one link: each parent at most once (see _row_count)
+                values = rng.sample(range(1, parents + 1), n)
             else:
                 values = skewed_keys(rng, n, parents, column.skew) if parents else [None] * n
         else:
@@ -62,6 +61,15 @@ def _column_values(
     if column.null_fraction:
         values = [None if rng.random() < column.null_fraction else value for value in values]
     return values
+
+
+def _row_count(table: TableSpec, scale: float, row_counts: dict[str, int]) -> int:
+    """Rows of `table` at `scale`; a one-to-one child never has more rows than its parent."""
+    n = table.row_count(scale)
+    for column in table.foreign_keys:
+        if column.unique and column.ref_table != table.name:
+            n = min(n, row_counts[column.ref_table])
+    return n
 
 
 def _referenced_columns() -> set[tuple[str, str]]:
@@ -84,7 +92,7 @@ def build_demo(path: str | Path, *, scale: float = 1.0, seed: int = 0, progress:
     total = 0
     conn.execute("BEGIN")
     for table in tqdm(TABLES, desc="demo tables", unit="table", disable=not progress, leave=False):
-        n = table.row_count(scale)
+        n = _row_count(table, scale, row_counts)
         conn.execute(render_create_table(table, TABLES_BY_NAME))
         columns = [_column_values(table, c, n, seed, row_counts, referenced) for c in table.columns]
         for spec, values in zip(table.columns, columns, strict=True):
