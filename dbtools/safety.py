@@ -167,7 +167,9 @@ def referenced_tables(sql: str, dialect: str) -> list[str]:
     names: list[str] = []
     for statement in statements:
         cte_names = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
-        for table in statement.find_all(exp.Table):
+        # In the order they appear in the text, which is the order a reader expects.
+        tables = sorted(statement.find_all(exp.Table), key=lambda t: t.this.meta.get("start", 0))
+        for table in tables:
             if not isinstance(table.this, exp.Identifier):
                 continue  # a table function such as generate_series(...)
             if not table.db and table.name.lower() in cte_names:

@@ -21,21 +21,31 @@ _ALLOWED_ACTIONS = {
     sqlite3.SQLITE_FUNCTION,
     sqlite3.SQLITE_RECURSIVE,
 }
-# Read-only pragmas a query may call as table-valued functions, e.g. SELECT * FROM pragma_table_info('t').
-_READ_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list"}
+# Read-only pragmas a query may call as table-valued functions, e.g. SELECT * FROM pragma_table_info('t');
+# their argument is a table or index name.
+_NAME_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list"}
+# Pragmas that only read when given no value.
+_VALUE_PRAGMAS = {"schema_version", "data_version"}
 _PROGRESS_STEPS = 1000  # VM instructions between deadline checks
 
 
 def _authorize(
     action: int, arg1: str | None, arg2: str | None, db_name: str | None, source: str | None
 ) -> int:
-    if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _READ_PRAGMAS:
+    """SQLite's compile-time check of every statement: reads only, on top of the read-only connection."""
+    if action in _ALLOWED_ACTIONS:
+        if action == sqlite3.SQLITE_FUNCTION and arg2 and denied_function_reason(arg2.lower()):
+            return sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK
-    if action not in _ALLOWED_ACTIONS:
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_FUNCTION and arg2 and denied_function_reason(arg2.lower()):
-        return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_PRAGMA:
+        pragma = (arg1 or "").lower()
+        if pragma in _NAME_PRAGMAS or (pragma in _VALUE_PRAGMAS and arg2 is None):
+            return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master":
+        # Asked when a table-valued function (json_each, pragma_table_info) is set up; no write follows,
+        # and the connection is read-only anyway.
+        return sqlite3.SQLITE_OK
+    return sqlite3.SQLITE_DENY
 
 
 class SQLiteDatabase(Database):
@@ -59,17 +69,15 @@ class SQLiteDatabase(Database):
                 raise ConnectionFailedError(f"cannot read {self.path} as a SQLite database: {exc}") from None
 
     @contextmanager
-    def _connect(
-        self, *, timeout_s: float | None = None, authorize: bool = False
-    ) -> Iterator[sqlite3.Connection]:
+    def _connect(self, *, timeout_s: float | None = None) -> Iterator[sqlite3.Connection]:
+        """A fresh read-only connection: query_only, the authorizer, and the deadline when given."""
         try:
             conn = sqlite3.connect(self._uri, uri=True, check_same_thread=False, isolation_level=None)
         except sqlite3.Error as exc:
             raise ConnectionFailedError(f"cannot open {self.path} read-only: {exc}") from None
         try:
             conn.execute("PRAGMA query_only = ON")
-            if authorize:
-                conn.set_authorizer(_authorize)
+            conn.set_authorizer(_authorize)
             if timeout_s is not None:
                 deadline = time.perf_counter() + timeout_s
                 conn.set_progress_handler(lambda: int(time.perf_counter() > deadline), _PROGRESS_STEPS)
@@ -92,7 +100,7 @@ class SQLiteDatabase(Database):
             raise QueryError(str(exc)) from None
 
     def _run_capped(self, sql: str, caps: _Caps, timeout_s: float) -> list[str]:
-        with self._connect(timeout_s=timeout_s, authorize=True) as conn, self._errors(timeout_s):
+        with self._connect(timeout_s=timeout_s) as conn, self._errors(timeout_s):
             cursor = conn.execute(sql)
             columns = [d[0] for d in cursor.description or ()]
             while True:
@@ -103,7 +111,7 @@ class SQLiteDatabase(Database):
 
     def _compile_error(self, sql: str) -> str | None:
         # EXPLAIN compiles the statement into bytecode without running it.
-        with self._connect(timeout_s=self.timeout_s, authorize=True) as conn:
+        with self._connect(timeout_s=self.timeout_s) as conn:
             try:
                 conn.execute("EXPLAIN " + sql).fetchone()
             except sqlite3.Error as exc:

@@ -1,0 +1,189 @@
+"""Command line for the database tools: `python -m dbtools [--dsn DSN] TOOL [ARGS...] [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from dbtools.agent_tools import AgentToolbox
+from dbtools.engines import Database, QueryResult, open_database
+from dbtools.engines.base import cell_text
+from dbtools.errors import DatabaseToolError
+
+_TOOL_HELP = {
+    "list_tables": "every table name",
+    "describe_table": "a table's CREATE TABLE statement",
+    "foreign_keys": "foreign keys out of and into a table",
+    "join_path": "the shortest foreign-key path between two tables",
+    "sample_rows": "the first rows of a table",
+    "distinct_values": "a column's most frequent distinct values",
+    "run_query": "a read-only query, as the model sees it (header and first 5 rows)",
+    "submit_sql": "a read-only query, as the model's final answer",
+    "query": "a read-only query with every row, the row count, truncation and timing",
+}
+
+
+def _positive(kind: type) -> object:
+    def parse(text: str) -> object:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _common_options(suppress: bool) -> argparse.ArgumentParser:
+    """Options accepted before or after the tool name (after it, they override the ones before).
+
+    Defaults come from the environment as text, so argparse checks them like typed flags.
+    """
+    parser = argparse.ArgumentParser(add_help=False)
+
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if suppress else value
+
+    parser.add_argument(
+        "--dsn",
+        default=default(os.environ.get("SQLSCOUT_DSN")),
+        help="SQLite path, sqlite:///path, postgresql://... or a libpq string "
+        "(env SQLSCOUT_DSN; default: the bundled demo database)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_positive(float),
+        metavar="SECONDS",
+        default=default(os.environ.get("SQLSCOUT_TIMEOUT", "10")),
+        help="statement timeout (env SQLSCOUT_TIMEOUT; default 10)",
+    )
+    parser.add_argument(
+        "--max-rows",
+        type=_positive(int),
+        metavar="N",
+        default=default(os.environ.get("SQLSCOUT_MAX_ROWS", "1000")),
+        help="row cap per query (env SQLSCOUT_MAX_ROWS; default 1000)",
+    )
+    parser.add_argument(
+        "--max-chars",
+        type=_positive(int),
+        metavar="N",
+        default=default(os.environ.get("SQLSCOUT_MAX_CHARS", "100000")),
+        help="character cap per query result (env SQLSCOUT_MAX_CHARS; default 100000)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", default=default(False), help="print JSON instead of text"
+    )
+    parser.add_argument(
+        "--log-level",
+        default=default(os.environ.get("SQLSCOUT_LOG_LEVEL", "WARNING")),
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log level on stderr (env SQLSCOUT_LOG_LEVEL; default WARNING)",
+    )
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m dbtools",
+        description="Read-only database tools over SQLite and PostgreSQL.",
+        parents=[_common_options(suppress=False)],
+    )
+    tools = parser.add_subparsers(dest="tool", required=True, metavar="TOOL")
+    after = [_common_options(suppress=True)]
+
+    def tool(name: str, help_text: str) -> argparse.ArgumentParser:
+        return tools.add_parser(name, help=help_text, description=help_text, parents=after)
+
+    tool("list_tables", _TOOL_HELP["list_tables"])
+    for name in ("describe_table", "foreign_keys"):
+        tool(name, _TOOL_HELP[name]).add_argument("table_name", metavar="TABLE")
+    join = tool("join_path", _TOOL_HELP["join_path"])
+    join.add_argument("table_a", metavar="TABLE_A")
+    join.add_argument("table_b", metavar="TABLE_B")
+    sample = tool("sample_rows", _TOOL_HELP["sample_rows"])
+    sample.add_argument("table_name", metavar="TABLE")
+    sample.add_argument("limit", nargs="?", type=int, help="rows to show (default 5, at most 50)")
+    distinct = tool("distinct_values", _TOOL_HELP["distinct_values"])
+    distinct.add_argument("table_name", metavar="TABLE")
+    distinct.add_argument("column_name", metavar="COLUMN")
+    distinct.add_argument("limit", nargs="?", type=int, help="values to show (default 10, at most 100)")
+    for name in ("run_query", "submit_sql", "query"):
+        tool(name, _TOOL_HELP[name]).add_argument(
+            "sql", metavar="SQL", help="the query; - reads it from stdin"
+        )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    # sqlglot warns about every statement it cannot parse; the refusal message already says why.
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)
+    if getattr(args, "sql", None) == "-":
+        args.sql = sys.stdin.read()
+    try:
+        db = open_database(args.dsn, timeout_s=args.timeout, max_rows=args.max_rows, max_chars=args.max_chars)
+    except DatabaseToolError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return _run(db, args)
+    finally:
+        db.close()
+
+
+def _run(db: Database, args: argparse.Namespace) -> int:
+    if args.tool == "query":
+        try:
+            result = db.query(args.sql)
+        except DatabaseToolError as exc:
+            return _fail(str(exc), args.json)
+        print(json.dumps(result.to_dict(), indent=2) if args.json else _render_query(result))
+        return 0
+    tool_args = {
+        k: getattr(args, k)
+        for k in ("table_name", "column_name", "table_a", "table_b", "sql", "limit")
+        if getattr(args, k, None) is not None
+    }
+    output = AgentToolbox(db).call(args.tool, tool_args)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "tool": args.tool,
+                    "text": output.text,
+                    "tables": list(output.tables),
+                    "error": output.error,
+                    "result": output.result.to_dict() if output.result else None,
+                },
+                indent=2,
+            )
+        )
+    elif output.error is None:
+        print(output.text)
+    else:
+        print(f"error: {output.error}", file=sys.stderr)
+    return 0 if output.error is None else 1
+
+
+def _fail(message: str, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"error": message}, indent=2))
+    print(f"error: {message}", file=sys.stderr)
+    return 1
+
+
+def _render_query(result: QueryResult) -> str:
+    lines = [" | ".join(result.columns)]
+    lines += [" | ".join(cell_text(v) for v in row) for row in result.rows]
+    summary = f"({result.row_count} row{'' if result.row_count == 1 else 's'}, {result.elapsed_ms:.1f} ms"
+    lines.append(summary + (f"; truncated: {result.truncation})" if result.truncated else ")"))
+    return "\n".join(lines)

@@ -1,0 +1,154 @@
+"""A small schema built the same way in SQLite and PostgreSQL, with the protocol's AlertLogs table."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Callable
+
+import psycopg
+
+# AlertLogs exactly as the protocol's published trace shows it (SQLite keeps this text verbatim).
+ALERTLOGS_SQLITE = (
+    "CREATE TABLE AlertLogs (id INTEGER PRIMARY KEY NOT NULL, alertId INTEGER, userId INTEGER, "
+    "triggeredAt DATETIME, FOREIGN KEY (alertId) REFERENCES aler(id), FOREIGN KEY (userId) REFERENCES users(id))"
+)
+ALERTLOGS_POSTGRES = (
+    'CREATE TABLE "AlertLogs" (id INTEGER PRIMARY KEY NOT NULL, "alertId" INTEGER, "userId" INTEGER, '
+    '"triggeredAt" TIMESTAMP, FOREIGN KEY ("alertId") REFERENCES aler(id), FOREIGN KEY ("userId") REFERENCES users(id))'
+)
+COMMON_DDL = [
+    "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL, email TEXT)",
+    "CREATE TABLE aler (id INTEGER PRIMARY KEY, title TEXT NOT NULL)",
+    None,  # AlertLogs, per engine
+    "CREATE TABLE countries (code TEXT PRIMARY KEY, name TEXT NOT NULL)",
+    "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL, country_code TEXT, "
+    "FOREIGN KEY (country_code) REFERENCES countries(code))",
+    "CREATE TABLE products (id INTEGER PRIMARY KEY, title TEXT NOT NULL, price REAL)",
+    "CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL, status TEXT, "
+    "FOREIGN KEY (customer_id) REFERENCES customers(id))",
+    "CREATE TABLE order_items (order_id INTEGER NOT NULL, product_id INTEGER NOT NULL, quantity INTEGER, "
+    "PRIMARY KEY (order_id, product_id), FOREIGN KEY (order_id) REFERENCES orders(id), "
+    "FOREIGN KEY (product_id) REFERENCES products(id))",
+    'CREATE TABLE "weird name" (id INTEGER PRIMARY KEY, "select" TEXT)',
+    "CREATE TABLE big_text (id INTEGER PRIMARY KEY, body TEXT)",
+    "CREATE TABLE empty_table (id INTEGER PRIMARY KEY)",
+]
+COMMON_TABLES = [
+    "users",
+    "aler",
+    "AlertLogs",
+    "countries",
+    "customers",
+    "products",
+    "orders",
+    "order_items",
+    "weird name",
+    "big_text",
+    "empty_table",
+]
+POSTGRES_EXTRA_DDL = [
+    "COMMENT ON TABLE customers IS 'People and companies who order'",
+    "COMMENT ON COLUMN customers.country_code IS 'ISO 3166 alpha-2 code'",
+    "CREATE SCHEMA sales",
+    "CREATE TABLE sales.invoices (id INTEGER PRIMARY KEY, order_id INTEGER REFERENCES orders(id), total NUMERIC(10, 2))",
+]
+STATUSES = ["shipped", "pending", "cancelled", "shipped", "shipped", "returned"]
+
+
+def alertlog_rows() -> list[tuple]:
+    """The five rows of the published trace, then rows that give userId 5 its 26 rows."""
+    rows = [
+        (1, 1, 6, None),
+        (2, 4, 5, "2022-12-13 17:48:56"),
+        (3, 2, 30, None),
+        (4, 2, 5, "2021-12-23 05:37:09"),
+        (5, 1, 3, "2021-12-15 23:51:42"),
+    ]
+    for i in range(6, 61):
+        user = 5 if i < 30 else (i % 29) + 1
+        if i >= 30 and user == 5:
+            user = 7
+        when = None if i % 3 == 0 else f"2023-{(i % 12) + 1:02d}-{(i % 27) + 1:02d} 10:{i % 60:02d}:00"
+        rows.append((i, (i % 4) + 1, user, when))
+    return rows
+
+
+def fixture_rows() -> dict[str, list[tuple]]:
+    return {
+        "users": [(i, f"User {i}", None if i % 7 == 0 else f"user{i}@example.com") for i in range(1, 31)],
+        "aler": [(1, "disk full"), (2, "cpu hot"), (3, "memory low"), (4, "link down")],
+        "AlertLogs": alertlog_rows(),
+        "countries": [("DE", "Germany"), ("FR", "France"), ("US", "United States"), ("JP", "Japan")],
+        "customers": [(i, f"Customer {i}", ["DE", "FR", "US", "JP", None][i % 5]) for i in range(1, 21)],
+        "products": [(i, f"Product {i}", round(i * 2.5, 2)) for i in range(1, 11)],
+        "orders": [(i, (i % 20) + 1, STATUSES[i % len(STATUSES)]) for i in range(1, 41)],
+        "order_items": [(o, p, (o * p) % 5 + 1) for o in range(1, 41) for p in (1, 2, 3) if (o + p) % 2],
+        "weird name": [(1, "a"), (2, "b")],
+        "big_text": [(i, f"{i:03d}" + "x" * 1997) for i in range(1, 101)],
+        "empty_table": [],
+    }
+
+
+def build_sqlite(path: str) -> None:
+    conn = sqlite3.connect(path)
+    with conn:
+        for ddl in COMMON_DDL:
+            conn.execute(ddl or ALERTLOGS_SQLITE)
+        for table, rows in fixture_rows().items():
+            if rows:
+                marks = ", ".join("?" * len(rows[0]))
+                conn.executemany(f'INSERT INTO "{table}" VALUES ({marks})', rows)
+    conn.close()
+
+
+def build_postgres(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for ddl in COMMON_DDL:
+            conn.execute(ddl or ALERTLOGS_POSTGRES)
+        for table, rows in fixture_rows().items():
+            if rows:
+                marks = ", ".join(["%s"] * len(rows[0]))
+                with conn.cursor() as cur:
+                    cur.executemany(f'INSERT INTO "{table}" VALUES ({marks})', rows)
+        for ddl in POSTGRES_EXTRA_DDL:
+            conn.execute(ddl)
+        conn.execute("INSERT INTO sales.invoices VALUES (1, 1, 12.50), (2, 2, 99.99)")
+        conn.execute("ANALYZE")
+
+
+def snapshot(dsn: str, engine: str) -> dict[str, str]:
+    """Every user table's name and a checksum of all its rows, read outside the code under test."""
+    if engine == "sqlite":
+        return _snapshot(_sqlite_reader(dsn), "SELECT name FROM sqlite_master WHERE type = 'table'")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+
+        def read(sql: str) -> list[tuple]:
+            return conn.execute(sql).fetchall()
+
+        return _snapshot(
+            read,
+            "SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) FROM pg_tables "
+            "WHERE schemaname NOT IN ('pg_catalog', 'information_schema')",
+            quoted=True,
+        )
+
+
+def _sqlite_reader(path: str) -> Callable[[str], list[tuple]]:
+    def read(sql: str) -> list[tuple]:
+        conn = sqlite3.connect(path)
+        try:
+            return conn.execute(sql).fetchall()
+        finally:
+            conn.close()
+
+    return read
+
+
+def _snapshot(read: Callable[[str], list[tuple]], list_sql: str, quoted: bool = False) -> dict[str, str]:
+    result = {}
+    for (name,) in read(list_sql):
+        source = name if quoted else '"' + name.replace('"', '""') + '"'
+        rows = sorted(repr(r) for r in read(f"SELECT * FROM {source}"))
+        result[name] = f"{len(rows)}:{hashlib.sha256(chr(10).join(rows).encode()).hexdigest()}"
+    return result

@@ -1,0 +1,242 @@
+"""The attack suite: every family of write, escape and abuse is refused, and the database is provably unchanged."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import dbtools.engines.base
+from dbtools.agent_tools import AgentToolbox
+from dbtools.engines import open_database
+from dbtools.errors import DatabaseToolError, UnsafeQueryError
+from tests.dbtools.fixture_schema import snapshot
+
+ATTACKS = {
+    "multi-statement": [
+        "SELECT 1; DROP TABLE users",
+        "COMMIT; DROP TABLE users",
+        "SELECT 1; COMMIT; SET default_transaction_read_only = off; DELETE FROM users",
+        "select 1;\nDELETE FROM users --",
+        "SELECT 1 -- a comment\n; DELETE FROM users",
+        "SELECT 1 /* ; */; UPDATE users SET name = 'x'",
+        "SELECT 'a'';'; DELETE FROM users",
+    ],
+    "plain writes and DDL": [
+        "DELETE FROM users",
+        "DeLeTe FrOm users",
+        "UPDATE users SET name = 'pwned'",
+        "INSERT INTO aler VALUES (99, 'x')",
+        "REPLACE INTO aler VALUES (1, 'x')",
+        "DROP TABLE users",
+        "CREATE TABLE stolen (a INTEGER)",
+        "CREATE TEMP TABLE stolen AS SELECT * FROM users",
+        "ALTER TABLE users ADD COLUMN pwned INTEGER",
+        "TRUNCATE users",
+        "/* SELECT */ DELETE FROM users",
+        "-- SELECT\nDELETE FROM users",
+    ],
+    "writable CTE": [
+        "WITH d AS (DELETE FROM users RETURNING *) SELECT * FROM d",
+        "WITH u AS (UPDATE users SET name = 'x' RETURNING id) SELECT count(*) FROM u",
+        "WITH i AS (INSERT INTO aler VALUES (99, 'x') RETURNING id) SELECT * FROM i",
+        "WITH a AS (SELECT 1), d AS (DELETE FROM aler RETURNING id) SELECT * FROM a",
+    ],
+    "SELECT INTO": [
+        "SELECT * INTO stolen FROM users",
+        "SELECT name INTO TEMP stolen FROM users",
+        "SELECT id INTO UNLOGGED stolen FROM users WHERE id < 3",
+    ],
+    "locking clause": [
+        "SELECT * FROM users FOR UPDATE",
+        "SELECT * FROM users FOR SHARE",
+        "SELECT * FROM users WHERE id IN (SELECT id FROM users FOR NO KEY UPDATE NOWAIT)",
+    ],
+    "denied functions": [
+        "SELECT pg_sleep(5)",
+        "SELECT pg_catalog.pg_sleep(5)",
+        'SELECT "pg_sleep"(5)',
+        "SELECT PG_SLEEP_FOR('5 seconds')",
+        "SELECT pg_read_file('/etc/passwd')",
+        "SELECT pg_read_binary_file('/etc/passwd')",
+        "SELECT pg_ls_dir('.')",
+        "SELECT lo_export(1, '/tmp/sqlscout-pwned')",
+        "SELECT lo_import('/etc/passwd')",
+        "SELECT * FROM dblink('host=127.0.0.1', 'DELETE FROM users') AS t(a TEXT)",
+        "SELECT set_config('default_transaction_read_only', 'off', false)",
+        "SELECT pg_advisory_lock(42)",
+        "SELECT nextval('users_id_seq')",
+        "SELECT query_to_xml('DELETE FROM users', true, true, '')",
+        "SELECT pg_terminate_backend(pg_backend_pid())",
+        "SELECT name FROM users WHERE id = (SELECT pg_sleep(5))::int",
+        "SELECT load_extension('/tmp/evil')",
+        "SELECT writefile('/tmp/sqlscout-pwned', 'x')",
+    ],
+    "settings": [
+        "SET default_transaction_read_only = off",
+        "SET statement_timeout = 0",
+        "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE",
+        "RESET ALL",
+        "SET ROLE postgres",
+    ],
+    "transaction control": ["BEGIN", "COMMIT", "ROLLBACK", "START TRANSACTION READ WRITE", "END"],
+    "COPY": [
+        "COPY users TO PROGRAM 'touch /tmp/sqlscout-pwned'",
+        "COPY (SELECT * FROM users) TO '/tmp/sqlscout-pwned.csv'",
+        "COPY users FROM PROGRAM 'echo 1'",
+    ],
+    "server commands": [
+        "EXPLAIN ANALYZE DELETE FROM users",
+        "PREPARE p AS DELETE FROM users",
+        "EXECUTE p",
+        "DO $$ BEGIN DELETE FROM users; END $$",
+        "SELECT $$;$$; DELETE FROM users",
+        "LOCK TABLE users",
+        "GRANT ALL ON users TO PUBLIC",
+        "CREATE EXTENSION dblink",
+        "LISTEN x",
+        "NOTIFY x",
+        "DISCARD ALL",
+        "VACUUM",
+        "ANALYZE users",
+        "REINDEX",
+        "SHOW ALL",
+    ],
+    "SQLite pragmas": [
+        "PRAGMA query_only = OFF",
+        "PRAGMA writable_schema = ON",
+        "PRAGMA journal_mode = DELETE",
+        "PRAGMA user_version = 7",
+    ],
+}
+FILE_ATTACKS = [
+    "ATTACH DATABASE '{dir}/evil.db' AS evil",
+    "ATTACH '{dir}/evil2.db' AS evil",
+    "ATTACH DATABASE 'file:{dir}/evil3.db?mode=rwc' AS evil",
+    "VACUUM INTO '{dir}/copy.db'",
+    "SELECT 1; ATTACH DATABASE '{dir}/evil4.db' AS evil",
+]
+ALL_ATTACKS = [
+    pytest.param(sql, id=f"{family}: {sql[:50]}") for family, sqls in ATTACKS.items() for sql in sqls
+]
+
+
+@pytest.fixture
+def db(dsn):
+    """A short timeout: with the parser check off, a sleeping attack runs until the engine cancels it."""
+    database = open_database(dsn, timeout_s=1.0)
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def before(dsn, engine) -> dict[str, str]:
+    return snapshot(dsn, engine)
+
+
+@pytest.mark.parametrize("sql", ALL_ATTACKS)
+def test_attack_is_refused_and_nothing_changes(db, dsn, engine, before, sql):
+    with pytest.raises(DatabaseToolError) as refused:
+        db.query(sql)
+    assert str(refused.value)
+    output = AgentToolbox(db).call("run_query", {"sql": sql})
+    assert output.error is not None
+    assert snapshot(dsn, engine) == before
+
+
+@pytest.mark.parametrize("sql", ALL_ATTACKS)
+def test_the_engine_refuses_writes_even_without_the_parser_check(db, dsn, engine, before, sql, monkeypatch):
+    """Defence in depth: with the allowlist switched off, the read-only engine still changes nothing."""
+    monkeypatch.setattr(dbtools.engines.base, "check_query", lambda sql, dialect: None)
+    try:
+        db.query(sql)
+    except DatabaseToolError:
+        pass
+    assert snapshot(dsn, engine) == before
+
+
+@pytest.mark.parametrize("template", FILE_ATTACKS)
+@pytest.mark.parametrize("parser_check", [True, False], ids=["parser", "engine-only"])
+def test_attach_and_vacuum_into_create_no_files(
+    db, dsn, engine, before, tmp_path, template, parser_check, monkeypatch
+):
+    if not parser_check:
+        monkeypatch.setattr(dbtools.engines.base, "check_query", lambda sql, dialect: None)
+    folder_before = sorted(os.listdir(os.path.dirname(dsn))) if engine == "sqlite" else []
+    with pytest.raises(DatabaseToolError):
+        db.query(template.format(dir=tmp_path))
+    assert os.listdir(tmp_path) == []
+    if engine == "sqlite":
+        assert sorted(os.listdir(os.path.dirname(dsn))) == folder_before
+    assert snapshot(dsn, engine) == before
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT 1; DROP TABLE users",
+        "WITH d AS (DELETE FROM users RETURNING *) SELECT 1",
+        "SELECT * INTO x FROM users",
+        "SELECT * FROM users FOR UPDATE",
+        "SELECT pg_sleep(1)",
+        "SET x = 1",
+        "DROP TABLE users",
+    ],
+)
+def test_refusals_are_policy_errors_with_a_reason(db, sql):
+    with pytest.raises(UnsafeQueryError) as refused:
+        db.query(sql)
+    message = str(refused.value)
+    assert any(word in message for word in ("one statement", "read-only", "not allowed"))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "users; DROP TABLE users",
+        'users"; DROP TABLE users; --',
+        "users' OR '1'='1",
+        "users) UNION SELECT sql FROM sqlite_master --",
+        "pg_catalog.pg_authid",
+        "sqlite_master",
+    ],
+)
+def test_injection_through_table_and_column_names(db, dsn, engine, before, name):
+    tools = AgentToolbox(db)
+    for tool, args in [
+        ("describe_table", {"table_name": name}),
+        ("sample_rows", {"table_name": name, "limit": 3}),
+        ("foreign_keys", {"table_name": name}),
+        ("join_path", {"table_a": name, "table_b": "users"}),
+        ("distinct_values", {"table_name": name, "column_name": "id"}),
+        ("distinct_values", {"table_name": "users", "column_name": name}),
+    ]:
+        output = tools.call(tool, args)
+        assert output.error is not None and output.error.startswith("no "), (tool, output.text)
+    assert snapshot(dsn, engine) == before
+
+
+def test_identifiers_with_quotes_and_keywords_are_quoted(db):
+    tools = AgentToolbox(db)
+    assert tools.call("sample_rows", {"table_name": "weird name", "limit": 1}).text == "id | select\n1 | a"
+    assert tools.call("distinct_values", {"table_name": "WEIRD NAME", "column_name": "SELECT"}).text == "a\nb"
+
+
+@pytest.mark.postgres
+def test_nothing_leaks_between_pooled_connections(postgres_dsn, monkeypatch):
+    """A setting changed inside one call is gone in the next, whichever pooled connection it gets."""
+    db = open_database(postgres_dsn, timeout_s=3.0)
+    monkeypatch.setattr(dbtools.engines.base, "check_query", lambda sql, dialect: None)
+    for _ in range(3):
+        db.query(
+            "SELECT set_config('statement_timeout', '0', false), set_config('search_path', 'sales', false)"
+        )
+        db.query("SELECT set_config('default_transaction_read_only', 'off', false)")
+    monkeypatch.undo()
+    for _ in range(6):
+        rows = db.query(
+            "SELECT current_setting('statement_timeout'), current_setting('search_path'), "
+            "current_setting('transaction_read_only')"
+        ).rows
+        assert rows == [("3s", '"$user", public', "on")]
+    db.close()
