@@ -13,7 +13,7 @@ from dbtools.engines import Database
 from mcp_server.agent_errors import AgentCancelled
 from mcp_server.episode import Episode, EpisodeLimits
 from mcp_server.metrics import episode_metrics
-from mcp_server.outcome import EpisodeOutcome, conclude, dialect_fields, json_value
+from mcp_server.outcome import EpisodeOutcome, conclude, dialect_fields
 from mcp_server.policies.base import Policy
 from mcp_server.voting import vote
 from model.sampling import SamplingParams
@@ -74,12 +74,13 @@ class AgentAnswer:
         trace = chosen.trace.to_dict()
         trace["processed_tokens"] = self.processed_tokens
         trace["elapsed_s"] = round(self.elapsed_s, 3)
+        result = chosen.result
         return {
             **dialect_fields(chosen, self.dialect),
-            "columns": chosen.columns,
-            "rows": [[json_value(v) for v in row] for row in chosen.rows],
-            "row_count": chosen.row_count,
-            "truncated": chosen.truncated,
+            "columns": list(result.columns) if result else [],
+            "rows": chosen.result_rows(),
+            "row_count": result.row_count if result else 0,
+            "truncated": result.truncated if result else False,
             "error": chosen.error,
             "ending": chosen.ending,
             "votes": self.votes,

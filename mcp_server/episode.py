@@ -7,8 +7,9 @@ import time
 from dataclasses import dataclass, field
 
 from dbtools.errors import DatabaseToolError
+from dbtools.safety import referenced_tables
 from mcp_server.chat_format import ChatFormat
-from mcp_server.dialect import tables_of, to_database_dialect
+from mcp_server.dialect import MODEL_DIALECT, to_database_dialect
 from mcp_server.policies.base import Completion, PolicyRun
 from mcp_server.reply_parser import ToolCall, extract_sql, parse_reply
 from mcp_server.trace import CallRecord, EpisodeTrace, RoundRecord
@@ -109,7 +110,7 @@ class Episode:
                         tool=call.tool,
                         args=call.args,
                         output="",
-                        tables=tables_of(sql),
+                        tables=referenced_tables(sql, MODEL_DIALECT),
                         sql=sql,
                         executed_sql=to_database_dialect(sql, self.dialect),
                     )

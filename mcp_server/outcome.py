@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-import datetime
-import decimal
 from dataclasses import dataclass, field
 
-from dbtools.engines import Database
+from dbtools.engines import Database, QueryResult
 from dbtools.errors import DatabaseToolError
 from mcp_server.dialect import MODEL_DIALECT, to_database_dialect
 from mcp_server.episode import Episode
 from mcp_server.trace import EpisodeTrace
-
-
-def json_value(value: object) -> object:
-    """A cell as JSON can carry it: numbers, strings, booleans and null as they are, others as text."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, datetime.date | datetime.time | datetime.datetime):
-        return value.isoformat()
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value).hex()
-    return str(value)
 
 
 @dataclass
@@ -33,22 +18,23 @@ class EpisodeOutcome:
     ending: str  # submit_sql | answer | forced_answer | fallback | no_sql
     sql: str | None
     sql_sqlite: str | None
-    columns: list[str] = field(default_factory=list)
-    rows: list[tuple] = field(default_factory=list)
-    row_count: int = 0
-    truncated: bool = False
+    result: QueryResult | None = None
     error: str | None = None
     trace: EpisodeTrace = field(default_factory=EpisodeTrace)
     transcript: str = ""
 
+    def result_rows(self) -> list[list]:
+        """The result's rows as JSON scalars."""
+        return self.result.to_dict()["rows"] if self.result is not None else []
+
     def result_key(self) -> frozenset | None:
         """The result as a set of rows (the execution-accuracy convention); None when there is none."""
-        if self.sql is None or self.error is not None:
+        if self.result is None:
             return None
-        return frozenset(tuple(repr(json_value(v)) for v in row) for row in self.rows)
+        return frozenset(tuple(repr(v) for v in row) for row in self.result_rows())
 
 
-def _run(db: Database, sql_sqlite: str, max_rows: int) -> tuple[str, object | None, str | None]:
+def _run(db: Database, sql_sqlite: str, max_rows: int) -> tuple[str, QueryResult | None, str | None]:
     sql = to_database_dialect(sql_sqlite, db.dialect)
     try:
         return sql, db.query(sql, max_rows=max_rows), None
@@ -73,10 +59,7 @@ def conclude(episode: Episode, db: Database, max_rows: int) -> EpisodeOutcome:
                 ending=ending,
                 sql=sql,
                 sql_sqlite=sql_sqlite,
-                columns=list(result.columns),
-                rows=[tuple(r) for r in result.rows],
-                row_count=result.row_count,
-                truncated=result.truncated,
+                result=result,
                 trace=trace,
                 transcript=episode.transcript,
             )
