@@ -124,12 +124,20 @@ class Session:
         """Tokens in each row's sequence, counting a sampled token not yet run through the model."""
         return [done + len(pending) for done, pending in zip(self._processed, self._pending, strict=True)]
 
+    @property
+    def last_logits(self) -> torch.Tensor:
+        """fp32 logits [B, V] of each row's next token (stale for a row whose sampled token is pending)."""
+        return self._last_logits
+
     @torch.inference_mode()
     def append(self, tokens: list[int] | list[list[int]]) -> None:
         """Prefill new tokens (one list per row when batch_size > 1; [] leaves a row as it is)."""
         rows = self._rows_of(tokens)
         new = [pending + list(row) for pending, row in zip(self._pending, rows, strict=True)]
+        vocab_size = self.engine.config.vocab_size
         for index, row in enumerate(new):
+            if any(not 0 <= token < vocab_size for token in row):
+                raise ValueError(f"row {index} holds a token id outside the vocabulary [0, {vocab_size})")
             if self._processed[index] + len(row) > self.max_tokens:
                 raise ValueError(
                     f"row {index} would hold {self._processed[index] + len(row)} tokens, more than "
