@@ -27,7 +27,7 @@ class ColumnSpec:
 
 @dataclass(frozen=True)
 class TableSpec:
-    """One table; `rows` is the row count at scale 1 and grows with the scale when `fact` is set."""
+    """One table; `rows` is its row count at scale 1 (see row_count for other scales)."""
 
     name: str
     rows: int
@@ -45,9 +45,11 @@ class TableSpec:
         object.__setattr__(self, "primary_key", keys[0])
 
     def row_count(self, scale: float) -> int:
+        """Fact tables grow and shrink with the scale; other tables only shrink (below 1); static ones never."""
         if self.static is not None:
             return len(self.static)
-        return round(self.rows * scale) if self.fact else self.rows
+        factor = scale if self.fact else min(scale, 1.0)
+        return max(1, round(self.rows * factor)) if self.rows else 0
 
     @property
     def foreign_keys(self) -> list[ColumnSpec]:

@@ -1,0 +1,183 @@
+"""The demo database: its shape at the default scale, determinism, the cached default build, the PostgreSQL load."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sqlite3
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from dbtools.demo import GENERATOR_VERSION, build_demo, default_demo_path
+from dbtools.demo.__main__ import main as demo_main
+from dbtools.demo.tables import TABLES
+
+
+@pytest.fixture(scope="session")
+def demo_cache(tmp_path_factory) -> Path:
+    """A fresh cache directory holding the default demo database, built through default_demo_path()."""
+    directory = tmp_path_factory.mktemp("demo-cache")
+    previous = os.environ.get("SQLSCOUT_CACHE_DIR")
+    os.environ["SQLSCOUT_CACHE_DIR"] = str(directory)
+    try:
+        default_demo_path()
+    finally:
+        if previous is None:
+            del os.environ["SQLSCOUT_CACHE_DIR"]
+        else:
+            os.environ["SQLSCOUT_CACHE_DIR"] = previous
+    return directory
+
+
+@pytest.fixture(scope="session")
+def demo(demo_cache) -> sqlite3.Connection:
+    (path,) = demo_cache.glob("*.sqlite")
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    yield conn
+    conn.close()
+
+
+def _tables(conn: sqlite3.Connection) -> list[str]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+
+
+def _row_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in _tables(conn)}
+
+
+def _content_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        for table in sorted(_tables(conn)):
+            digest.update(table.encode())
+            for row in conn.execute(f'SELECT * FROM "{table}" ORDER BY rowid'):
+                digest.update(repr(row).encode())
+    return digest.hexdigest()
+
+
+def test_default_demo_is_cached_by_generator_version(demo_cache, monkeypatch):
+    monkeypatch.setenv("SQLSCOUT_CACHE_DIR", str(demo_cache))
+    path = default_demo_path()
+    assert path.parent == demo_cache and f"v{GENERATOR_VERSION}" in path.name
+    stamp = path.stat().st_mtime_ns
+    assert default_demo_path() == path and path.stat().st_mtime_ns == stamp  # reused, not rebuilt
+    assert [p.name for p in demo_cache.iterdir()] == [path.name]  # no temporary build left behind
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == GENERATOR_VERSION
+
+
+def test_demo_has_many_tables_and_rows(demo):
+    counts = _row_counts(demo)
+    assert len(counts) >= 120
+    assert sum(counts.values()) >= 300_000
+    empty = [t for t, n in counts.items() if n == 0]
+    assert 3 <= len(empty) <= 15
+
+
+def test_every_foreign_key_resolves(demo):
+    total = 0
+    referencing_tables = set()
+    for table in _tables(demo):
+        for _, _, parent, column, parent_column, *_ in demo.execute(f'PRAGMA foreign_key_list("{table}")'):
+            total += 1
+            referencing_tables.add(table)
+            orphans = demo.execute(
+                f'SELECT count(*) FROM "{table}" c WHERE c."{column}" IS NOT NULL AND NOT EXISTS '
+                f'(SELECT 1 FROM "{parent}" p WHERE p."{parent_column}" = c."{column}")'
+            ).fetchone()[0]
+            assert orphans == 0, f"{table}.{column} -> {parent}.{parent_column}: {orphans} orphans"
+    assert total >= 200
+    assert len(referencing_tables) >= 0.8 * len(_tables(demo))
+
+
+def test_demo_has_nulls_skew_and_grounding_values(demo):
+    nulls = demo.execute("SELECT count(*) FROM customers WHERE email IS NULL").fetchone()[0]
+    assert nulls > 0
+    # Fact tables are skewed: the busiest customer has far more orders than the median one.
+    counts = [r[0] for r in demo.execute("SELECT count(*) FROM orders GROUP BY customer_id ORDER BY 1 DESC")]
+    assert counts[0] > 20 * counts[len(counts) // 2]
+    assert demo.execute("SELECT name FROM countries WHERE iso_code = 'DE'").fetchone() == ("Germany",)
+    assert demo.execute("SELECT count(*) FROM customers WHERE country_code = 'DE'").fetchone()[0] > 0
+
+
+def test_create_table_text_mixes_real_styles(demo):
+    sql = dict(demo.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
+    assert "FOREIGN KEY (alertId) REFERENCES alertRules(id)" in sql["AlertLogs"]
+    assert "REFERENCES customers (id)" in sql["orders"]
+    assert "cust_id integer not null" in sql["cust_addr"]  # abbreviated names, lower-case types
+    assert 'CONSTRAINT "FK_Employees_ManagerID" FOREIGN KEY' in sql["Employees"]
+    names = _tables(demo)
+    assert any("_" in n for n in names) and any(re.search(r"[a-z][A-Z]", n) for n in names)
+
+
+def test_same_seed_gives_identical_content(tmp_path):
+    first, second, other = (tmp_path / f"{n}.sqlite" for n in ("a", "b", "c"))
+    build_demo(first, scale=0.02, seed=7, progress=False)
+    build_demo(second, scale=0.02, seed=7, progress=False)
+    build_demo(other, scale=0.02, seed=8, progress=False)
+    assert _content_hash(first) == _content_hash(second)
+    assert _content_hash(first) != _content_hash(other)
+
+
+def test_scale_multiplies_rows_but_keeps_reference_data(tmp_path):
+    small = build_demo(tmp_path / "small.sqlite", scale=0.02, seed=0, progress=False)
+    larger = build_demo(tmp_path / "larger.sqlite", scale=0.04, seed=0, progress=False)
+    assert larger.rows > small.rows
+    with sqlite3.connect(small.path) as a, sqlite3.connect(larger.path) as b:
+        assert _row_counts(a)["countries"] == _row_counts(b)["countries"]
+        assert _row_counts(b)["order_items"] == 2 * _row_counts(a)["order_items"]
+
+
+def test_build_command_writes_the_requested_file(tmp_path, capsys):
+    out = tmp_path / "cli.sqlite"
+    assert demo_main(["build", "--out", str(out), "--scale", "0.02", "--seed", "3"]) == 0
+    assert capsys.readouterr().out.strip() == str(out)
+    with sqlite3.connect(out) as conn:
+        assert len(_tables(conn)) == len(TABLES)
+
+
+def test_load_postgres_refuses_a_source_of_another_version(tmp_path, capsys):
+    stale = tmp_path / "stale.sqlite"
+    with sqlite3.connect(stale) as conn:
+        conn.execute("PRAGMA user_version = 0")
+    assert demo_main(["load-postgres", "postgresql://127.0.0.1:1/none", "--source", str(stale)]) == 1
+    assert "rebuild it" in capsys.readouterr().err
+
+
+@pytest.mark.postgres
+def test_load_postgres_copies_every_table(pg_server_dsn, tmp_path):
+    source = build_demo(tmp_path / "small.sqlite", scale=0.02, seed=0, progress=False).path
+    name = f"demo_load_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    dsn = pg_server_dsn.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        assert demo_main(["load-postgres", dsn, "--source", str(source)]) == 0
+        with sqlite3.connect(source) as lite:
+            expected = _row_counts(lite)
+            expected_fks = sum(
+                len(lite.execute(f'PRAGMA foreign_key_list("{t}")').fetchall()) for t in expected
+            )
+        with psycopg.connect(dsn) as conn:
+            loaded = {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in expected}
+            fks = conn.execute("SELECT count(*) FROM pg_constraint WHERE contype = 'f'").fetchone()[0]
+            comment = conn.execute("SELECT obj_description('countries'::regclass, 'pg_class')").fetchone()[0]
+            germany = conn.execute("SELECT name FROM countries WHERE iso_code = 'DE'").fetchone()
+        assert loaded == expected
+        assert fks == expected_fks
+        assert comment and germany == ("Germany",)
+        # A second load into the same database needs --replace.
+        assert demo_main(["load-postgres", dsn, "--source", str(source)]) == 1
+        assert demo_main(["load-postgres", dsn, "--source", str(source), "--replace"]) == 0
+    finally:
+        with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
