@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from transformers.models.qwen3_5 import modeling_qwen3_5 as qwen
 
 from kernels.reference.attention import attention
 from kernels.reference.causal_conv1d import causal_conv1d
@@ -12,8 +13,6 @@ from kernels.reference.gated_delta_rule import chunked, gated_delta_rule, prepar
 from kernels.reference.gated_rms_norm import gated_rms_norm
 from kernels.reference.rms_norm import rms_norm
 from kernels.reference.rotary import rotary_embedding
-
-qwen = pytest.importorskip("transformers.models.qwen3_5.modeling_qwen3_5")
 
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 

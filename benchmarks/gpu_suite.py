@@ -1,0 +1,152 @@
+"""One command for a GPU machine: kernel tests in bf16 and fp32, kernel benchmarks, end-to-end decode.
+
+`python -m benchmarks.gpu_suite --out DIR` writes summary.md, kernels.csv, kernels.png, kernel_tests.log and
+model_decode.log into DIR and prints the summary last. Needs only torch, triton, numpy and pytest
+(matplotlib and transformers optional).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import logging
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from benchmarks.kernels.__main__ import OPS, run
+from benchmarks.kernels.harness import Measurement
+
+log = logging.getLogger("benchmarks.gpu_suite")
+REPO = Path(__file__).resolve().parent.parent
+MODEL_DECODE_MODULE = "benchmarks.model_decode"
+
+
+def _run_logged(command: list[str], log_path: Path, timeout_s: float) -> tuple[int | None, str]:
+    """Run command from the repository root, output to log_path; (exit code or None on timeout, last line)."""
+    log.info("running %s (limit %.0f s)", " ".join(command), timeout_s)
+    with log_path.open("w") as handle:
+        try:
+            code = subprocess.run(
+                command, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, timeout=timeout_s, check=False
+            ).returncode
+        except subprocess.TimeoutExpired:
+            code = None
+    lines = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    if code is None:
+        with log_path.open("a") as handle:
+            handle.write(f"\nstopped after {timeout_s:.0f} s\n")
+    return code, lines[-1] if lines else ""
+
+
+def _kernel_tests(out: Path, timeout_s: float) -> str:
+    command = [sys.executable, "-m", "pytest", "tests/kernels", "-q", "-p", "no:cacheprovider"]
+    code, last = _run_logged(command, out / "kernel_tests.log", timeout_s)
+    if code is None:
+        return f"timed out after {timeout_s:.0f} s (see kernel_tests.log)"
+    return f"{'passed' if code == 0 else 'FAILED'}: {last.strip('= ')}"
+
+
+def _model_decode(out: Path, timeout_s: float) -> str:
+    if not (REPO / (MODEL_DECODE_MODULE.replace(".", "/") + ".py")).exists():
+        return f"not run: {MODEL_DECODE_MODULE} is not in this tree"
+    code, _ = _run_logged([sys.executable, "-m", MODEL_DECODE_MODULE], out / "model_decode.log", timeout_s)
+    status = "timed out" if code is None else "ok" if code == 0 else f"exit code {code}"
+    tail = (out / "model_decode.log").read_text(errors="replace").strip().splitlines()[-12:]
+    return status + "\n\n```\n" + "\n".join(tail) + "\n```"
+
+
+def _condensed(results: list[Measurement]) -> str:
+    """Per op and shape: Triton's time, the best peer, the ratio, and Triton's share of the H200 ceilings."""
+    lines = [
+        "| op | shape | triton (us) | best peer | peer (us) | peer / triton | TB/s (% of 4.3) | TFLOP/s (% of 790) |",
+        "|---|---|---:|---|---:|---:|---:|---:|",
+    ]
+    keys = list(dict.fromkeys((r.op, r.shape) for r in results))
+    for op, shape in keys:
+        rows = [r for r in results if (r.op, r.shape) == (op, shape)]
+        mine = next((r for r in rows if r.impl.startswith("triton")), None)
+        peers = [r for r in rows if not r.impl.startswith("triton")]
+        if mine is None:
+            continue
+        best = min(peers, key=lambda r: r.ms) if peers else None
+        bandwidth = "" if math.isnan(mine.tb_per_s) else f"{mine.tb_per_s:.2f} ({mine.pct_bandwidth:.0f}%)"
+        flops = "" if math.isnan(mine.tflop_per_s) else f"{mine.tflop_per_s:.1f} ({mine.pct_flops:.0f}%)"
+        peer = f"{best.impl} | {best.ms * 1e3:.1f} | {best.ms / mine.ms:.2f}x" if best else "- | - | -"
+        lines.append(f"| {op} | {shape} | {mine.ms * 1e3:.1f} | {peer} | {bandwidth} | {flops} |")
+    return "\n".join(lines)
+
+
+def _machine() -> str:
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+    import triton
+
+    return (
+        f"{gpu}; torch {torch.__version__}, triton {triton.__version__}, Python {platform.python_version()}; "
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", default=os.environ.get("SQLSCOUT_GPU_SUITE_OUT", "gpu-suite-out"))
+    parser.add_argument(
+        "--quick", action="store_true", default=os.environ.get("SQLSCOUT_GPU_SUITE_QUICK") == "1",
+        help="fewer benchmark shapes",
+    )  # fmt: skip
+    parser.add_argument(
+        "--skip-tests", action="store_true", default=os.environ.get("SQLSCOUT_GPU_SUITE_SKIP_TESTS") == "1"
+    )
+    parser.add_argument(
+        "--test-timeout", type=float, default=float(os.environ.get("SQLSCOUT_GPU_SUITE_TEST_TIMEOUT", 170))
+    )
+    parser.add_argument(
+        "--bench-budget", type=float, default=float(os.environ.get("SQLSCOUT_GPU_SUITE_BENCH_BUDGET", 200))
+    )
+    parser.add_argument(
+        "--model-timeout", type=float, default=float(os.environ.get("SQLSCOUT_GPU_SUITE_MODEL_TIMEOUT", 90))
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+
+    tests = "skipped (--skip-tests)" if args.skip_tests else _kernel_tests(out, args.test_timeout)
+    log.info("kernel tests: %s", tests)
+    results = run(list(OPS), out, quick=args.quick, per_op_files=False, budget_s=args.bench_budget)
+    model = _model_decode(out, args.model_timeout)
+
+    summary = "\n".join(
+        [
+            "# GPU suite",
+            "",
+            f"Machine: {_machine()}. Total {time.monotonic() - began:.0f} s.",
+            "",
+            f"Kernel tests (tests/kernels, fp32 and bf16 storage): {tests}",
+            "",
+            "## Kernels (bf16 storage, medians of triton.testing.do_bench)",
+            "",
+            _condensed(results),
+            "",
+            f"## End-to-end decode ({MODEL_DECODE_MODULE})",
+            "",
+            model,
+            "",
+        ]
+    )
+    (out / "summary.md").write_text(summary)
+    print(summary)
+    return 0 if tests.startswith(("passed", "skipped")) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
