@@ -209,6 +209,9 @@ def _validate(tool: object, args: object) -> dict:
         args = {}
     if not isinstance(args, dict):
         raise _BadArguments(f"{tool}: arguments must be a JSON object (expected: {expected})")
+    args = {
+        k: v for k, v in args.items() if not (k in optional and v is None)
+    }  # null means "use the default"
     for name in required:
         if name not in args:
             raise _BadArguments(f'{tool}: missing argument "{name}" (expected: {expected})')

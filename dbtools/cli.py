@@ -24,6 +24,8 @@ _TOOL_HELP = {
     "run_query": "a read-only query, as the model sees it (header and first 5 rows)",
     "submit_sql": "a read-only query, as the model's final answer",
     "query": "a read-only query with every row, the row count, truncation and timing",
+    "search_values": "which columns of which tables hold a value (exact, case-insensitive, partial, fuzzy)",
+    "search_schema": "tables and columns whose names or comments match keywords",
 }
 
 
@@ -119,6 +121,17 @@ def build_parser() -> argparse.ArgumentParser:
         tool(name, _TOOL_HELP[name]).add_argument(
             "sql", metavar="SQL", help="the query; - reads it from stdin"
         )
+    values = tool("search_values", _TOOL_HELP["search_values"])
+    values.add_argument("text", metavar="TEXT")
+    values.add_argument("--table", help="only this table")
+    values.add_argument("--column", help="only this column")
+    values.add_argument("--limit", type=_positive(int), default=10, help="columns to show (default 10)")
+    values.add_argument(
+        "--no-fuzzy", action="store_true", help="exact, case-insensitive and partial matches only"
+    )
+    schema = tool("search_schema", _TOOL_HELP["search_schema"])
+    schema.add_argument("keywords", metavar="KEYWORD", nargs="+")
+    schema.add_argument("--limit", type=_positive(int), default=20, help="matches to show (default 20)")
     return parser
 
 
@@ -141,6 +154,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(db: Database, args: argparse.Namespace) -> int:
+    if args.tool in ("search_values", "search_schema"):
+        try:
+            matches = _search(db, args)
+        except DatabaseToolError as exc:
+            return _fail(str(exc), args.json)
+        if args.json:
+            print(json.dumps([m.to_dict() for m in matches], indent=2))
+        else:
+            print("\n".join(_render_match(m) for m in matches) if matches else "no matches")
+        return 0
     if args.tool == "query":
         try:
             result = db.query(args.sql)
@@ -174,6 +197,37 @@ def _run(db: Database, args: argparse.Namespace) -> int:
     return 0 if output.error is None else 1
 
 
+def _search(db: Database, args: argparse.Namespace) -> list:
+    if args.tool == "search_schema":
+        from dbtools.schema_search import search_schema
+
+        return search_schema(db, args.keywords, limit=args.limit)
+    from dbtools.value_search import ValueIndex
+
+    index = ValueIndex(db)
+    return index.search(
+        args.text, table=args.table, column=args.column, limit=args.limit, fuzzy=not args.no_fuzzy
+    )
+
+
+def _render_match(match: object) -> str:
+    """One line per match: where it is, how it matched, and (for values) the matching values."""
+    data = match.to_dict()
+    if "values" in data:
+        where = f"{data['table']}.{data['column']}"
+        found = f"{data['match_type']}; {_count(data['matching_values'], 'value')} in {_count(data['matching_rows'], 'row')}"
+        return f"{where} ({found}): {', '.join(data['values'])}"
+    where = (
+        data["table"] if data["column"] is None else f"{data['table']}.{data['column']} {data['type'] or ''}"
+    )
+    comment = f" -- {data['comment']}" if data.get("comment") else ""
+    return f"{where.strip()} ({data['kind']}; matched {', '.join(data['matched'])}){comment}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _fail(message: str, as_json: bool) -> int:
     if as_json:
         print(json.dumps({"error": message}, indent=2))
@@ -184,6 +238,6 @@ def _fail(message: str, as_json: bool) -> int:
 def _render_query(result: QueryResult) -> str:
     lines = [" | ".join(result.columns)]
     lines += [" | ".join(cell_text(v) for v in row) for row in result.rows]
-    summary = f"({result.row_count} row{'' if result.row_count == 1 else 's'}, {result.elapsed_ms:.1f} ms"
+    summary = f"({_count(result.row_count, 'row')}, {result.elapsed_ms:.1f} ms"
     lines.append(summary + (f"; truncated: {result.truncation})" if result.truncated else ")"))
     return "\n".join(lines)

@@ -1,0 +1,193 @@
+"""Opening databases by DSN, the catalog both engines report, quoting, fingerprints and connection errors."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import psycopg
+import pytest
+
+from dbtools.engines import ColumnInfo, ForeignKey, PostgresDatabase, SQLiteDatabase, open_database
+from dbtools.engines.dsn import parse_dsn
+from dbtools.errors import ConnectionFailedError, UnknownObjectError
+from tests.dbtools.fixture_schema import COMMON_TABLES, build_sqlite
+
+
+@pytest.mark.parametrize(
+    ("dsn", "engine", "target"),
+    [
+        ("data/shop.sqlite", "sqlite", "data/shop.sqlite"),
+        ("sqlite:///data/shop.sqlite", "sqlite", "data/shop.sqlite"),
+        ("sqlite:////abs/shop.db", "sqlite", "/abs/shop.db"),
+        ("postgresql://u@h:5432/db", "postgres", "postgresql://u@h:5432/db"),
+        ("postgres://u@h/db", "postgres", "postgres://u@h/db"),
+        ("host=h dbname=db user=u", "postgres", "host=h dbname=db user=u"),
+    ],
+)
+def test_parse_dsn_tells_the_engines_apart(dsn, engine, target):
+    parsed = parse_dsn(dsn)
+    assert (parsed.engine, parsed.target) == (engine, target)
+
+
+def test_parse_dsn_masks_passwords():
+    assert parse_dsn("postgresql://u:s3cret@h:5432/db").display_name == "postgresql://u:***@h:5432/db"
+    assert "s3cret" not in parse_dsn("host=h password=s3cret dbname=db").display_name
+
+
+@pytest.mark.parametrize("dsn", ["mysql://u@h/db", "", "sqlite://host/x.db", "sqlite:///"])
+def test_parse_dsn_rejects_what_it_cannot_open(dsn):
+    with pytest.raises(ConnectionFailedError):
+        parse_dsn(dsn)
+
+
+def test_open_database_picks_the_engine(dsn, engine):
+    db = open_database(dsn)
+    assert isinstance(db, SQLiteDatabase if engine == "sqlite" else PostgresDatabase)
+    assert db.dialect == engine
+    db.close()
+
+
+def test_no_dsn_opens_the_bundled_demo_database(sqlite_dsn, monkeypatch):
+    import dbtools.demo
+
+    monkeypatch.setattr(dbtools.demo, "default_demo_path", lambda: sqlite_dsn)
+    db = open_database(None)
+    assert isinstance(db, SQLiteDatabase) and str(db.path) == sqlite_dsn
+
+
+def test_tables_report_columns_keys_and_foreign_keys(db, engine):
+    tables = {t.name: t for t in db.tables()}
+    assert set(COMMON_TABLES) <= set(tables)
+    users = tables["users"]
+    assert [c.name for c in users.columns] == ["id", "name", "email"]
+    assert users.columns[0].primary_key and not users.columns[0].nullable
+    assert not users.columns[1].nullable and users.columns[2].nullable
+    assert users.columns[1].type.lower() == "text"
+    items = tables["order_items"]
+    assert [c.name for c in items.columns if c.primary_key] == ["order_id", "product_id"]
+    assert items.foreign_keys == (
+        ForeignKey(("order_id",), "orders", ("id",)),
+        ForeignKey(("product_id",), "products", ("id",)),
+    )
+    assert tables["AlertLogs"].foreign_keys == (
+        ForeignKey(("alertId",), "aler", ("id",)),
+        ForeignKey(("userId",), "users", ("id",)),
+    )
+    assert tables["customers"].foreign_keys == (ForeignKey(("country_code",), "countries", ("code",)),)
+
+
+@pytest.mark.postgres
+def test_postgres_reports_every_schema_comments_and_estimates(postgres_dsn):
+    db = open_database(postgres_dsn)
+    tables = {t.name: t for t in db.tables()}
+    assert "sales.invoices" in tables
+    assert tables["sales.invoices"].foreign_keys == (ForeignKey(("order_id",), "orders", ("id",)),)
+    customers = tables["customers"]
+    assert customers.comment == "People and companies who order"
+    assert customers.columns[2] == ColumnInfo("country_code", "text", True, False, "ISO 3166 alpha-2 code")
+    assert tables["users"].row_estimate == 30  # ANALYZE ran when the fixture was built
+    db.close()
+
+
+def test_table_lookup_is_case_insensitive_and_names_close_matches(db):
+    assert db.table("alertlogs").name == "AlertLogs"
+    assert db.table('"AlertLogs"').name == "AlertLogs"
+    assert db.table("ORDER_ITEMS").name == "order_items"
+    with pytest.raises(UnknownObjectError, match='no table named "custmers"; closest: customers'):
+        db.table("custmers")
+    with pytest.raises(UnknownObjectError, match="closest: .*order_items"):
+        db.table("orderitems")
+    with pytest.raises(UnknownObjectError, match='no column "nmae" in table "users"; closest: name'):
+        db.table("users").column("nmae")
+
+
+@pytest.mark.postgres
+def test_postgres_accepts_public_qualified_names(postgres_dsn):
+    db = open_database(postgres_dsn)
+    assert db.table("public.users").name == "users"
+    assert db.table("SALES.Invoices").name == "sales.invoices"
+    db.close()
+
+
+def test_quote_handles_spaces_quotes_keywords_and_schemas(db, engine):
+    assert db.quote("weird name") == '"weird name"'
+    assert db.quote('a"b') == '"a""b"'
+    assert db.quote("select") == '"select"'
+    if engine == "postgres":
+        assert db.quote("sales.invoices") == '"sales"."invoices"'
+
+
+def test_fingerprint_changes_when_rows_change(tmp_path):
+    path = tmp_path / "live.sqlite"
+    build_sqlite(str(path))
+    db = open_database(str(path))
+    before = db.fingerprint("users")
+    assert db.fingerprint("users") == before
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE users SET name = 'changed' WHERE id = 1")
+    after_update = db.fingerprint("users")
+    assert after_update != before
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO users VALUES (99, 'new', NULL)")
+    assert db.fingerprint("users") not in (before, after_update)
+
+
+def test_catalog_follows_schema_changes(tmp_path):
+    path = tmp_path / "live.sqlite"
+    build_sqlite(str(path))
+    db = open_database(str(path))
+    assert "late_table" not in {t.name for t in db.tables()}
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE late_table (id INTEGER PRIMARY KEY, user_id INTEGER REFERENCES users(id))")
+    assert db.table("late_table").foreign_keys == (ForeignKey(("user_id",), "users", ("id",)),)
+
+
+@pytest.mark.postgres
+def test_postgres_catalog_and_fingerprint_follow_changes(postgres_dsn):
+    db = open_database(postgres_dsn)
+    before = db.fingerprint("products")
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE late_table (id INTEGER PRIMARY KEY)")
+        conn.execute("INSERT INTO products SELECT g, 'extra', 1 FROM generate_series(1000, 3000) g")
+    try:
+        assert db.table("late_table").name == "late_table"
+        deadline = time.monotonic() + 10
+        while db.fingerprint("products") == before and time.monotonic() < deadline:
+            time.sleep(0.2)  # statistics reach other sessions asynchronously
+        assert db.fingerprint("products") != before
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute("DROP TABLE late_table")
+            conn.execute("DELETE FROM products WHERE id >= 1000")
+        db.close()
+
+
+def test_missing_or_broken_sqlite_files_fail_clearly(tmp_path):
+    with pytest.raises(ConnectionFailedError, match="no SQLite database at"):
+        open_database(str(tmp_path / "missing.sqlite"))
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not a database file" * 100)
+    with pytest.raises(ConnectionFailedError, match="cannot read .* as a SQLite database"):
+        open_database(str(junk))
+
+
+def test_unreachable_server_is_one_clear_error():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    with pytest.raises(
+        ConnectionFailedError, match=f"cannot connect to postgresql://u:\\*\\*\\*@127.0.0.1:{port}/db"
+    ):
+        open_database(f"postgresql://u:pw@127.0.0.1:{port}/db")
+
+
+@pytest.mark.postgres
+def test_bad_credentials_and_unknown_database_are_clear_errors(pg_server_dsn):
+    server = pg_server_dsn.rsplit("@", 1)[1].rsplit("/", 1)[0]
+    with pytest.raises(ConnectionFailedError, match='role "nobody" does not exist'):
+        open_database(f"postgresql://nobody:wrong@{server}/postgres")
+    with pytest.raises(ConnectionFailedError, match='database "no_such_db" does not exist'):
+        open_database(f"postgresql://postgres@{server}/no_such_db")

@@ -1,0 +1,111 @@
+"""The sqlglot allowlist on its own: what it accepts, what it refuses and the reasons it gives."""
+
+from __future__ import annotations
+
+import pytest
+
+from dbtools.errors import UnparsableQueryError, UnsafeQueryError
+from dbtools.safety import check_query, denied_function_reason, referenced_tables
+
+DIALECTS = ["sqlite", "postgres"]
+READ_ONLY = [
+    "SELECT 1",
+    "select * from users where name like '%; DROP TABLE users; --%'",
+    "SELECT 'DELETE FROM users' AS text",
+    "WITH recent AS (SELECT * FROM orders WHERE id > 10) SELECT count(*) FROM recent",
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5) SELECT x FROM c",
+    "SELECT a.id FROM users a JOIN orders b ON a.id = b.customer_id GROUP BY a.id HAVING count(*) > 1",
+    "SELECT id, row_number() OVER (PARTITION BY status ORDER BY id) FROM orders",
+    "SELECT 1 UNION SELECT 2 EXCEPT SELECT 3",
+    "VALUES (1, 'a'), (2, 'b')",
+    "(SELECT 1)",
+    "SELECT CASE WHEN price > 10 THEN 'high' ELSE 'low' END FROM products",
+    "SELECT substr(name, 1, 2), coalesce(email, 'none'), lower(name) FROM users",
+    "SELECT * FROM users WHERE id IN (SELECT customer_id FROM orders) ORDER BY id LIMIT 5 OFFSET 1",
+    "SELECT 1;",
+    "/* leading comment */ SELECT 1 -- trailing",
+]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("sql", READ_ONLY)
+def test_read_only_queries_pass(sql, dialect):
+    check_query(sql, dialect)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("SELECT 1; SELECT 2", "only one statement per call is allowed; found 2"),
+        ("COMMIT; DROP TABLE users", "only one statement per call is allowed; found 2"),
+        ("DROP TABLE users", "this is a DROP statement"),
+        ("DELETE FROM users", "this is a DELETE statement"),
+        ("INSERT INTO users VALUES (1)", "this is an INSERT statement"),
+        ("SET statement_timeout = 0", "this is a SET statement"),
+        ("PRAGMA query_only = OFF", "this is a PRAGMA statement"),
+        ("VACUUM", "this is a VACUUM statement"),
+        ("WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d", "DELETE inside a query is not allowed"),
+        (
+            "WITH u AS (UPDATE t SET a = 1 RETURNING a) SELECT * FROM u",
+            "UPDATE inside a query is not allowed",
+        ),
+        ("SELECT * INTO copy FROM users", "SELECT ... INTO creates a table"),
+        ("SELECT * FROM users FOR UPDATE", "locking clauses"),
+        ("SELECT pg_sleep(10)", "function pg_sleep() is not allowed: it sleeps"),
+        ("SELECT pg_catalog.PG_SLEEP(10)", "function pg_sleep() is not allowed"),
+        ("SELECT pg_read_file('/etc/passwd')", "function pg_read_file() is not allowed"),
+        ("SELECT lo_export(1, '/tmp/x')", "function lo_export() is not allowed"),
+        ("SELECT dblink_exec('x', 'DROP TABLE users')", "function dblink_exec() is not allowed"),
+        (
+            "SELECT set_config('a', 'b', false)",
+            "function set_config() is not allowed: it changes server settings",
+        ),
+        ("SELECT load_extension('evil')", "function load_extension() is not allowed: it loads native code"),
+        ("SELECT 1 WHERE EXISTS (SELECT pg_advisory_lock(1))", "function pg_advisory_lock() is not allowed"),
+        ("", "empty query"),
+        ("-- only a comment", "empty query"),
+    ],
+)
+def test_unsafe_queries_are_refused_with_a_reason(sql, reason, dialect):
+    with pytest.raises(UnsafeQueryError) as refused:
+        check_query(sql, dialect)
+    assert reason in str(refused.value)
+
+
+def test_unparsable_text_is_flagged_as_such():
+    with pytest.raises(UnparsableQueryError):
+        check_query("SELECT * FROM users WHERE", "sqlite")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "pg_sleep",
+        "pg_read_binary_file",
+        "pg_ls_waldir",
+        "lo_unlink",
+        "dblink_connect",
+        "pg_try_advisory_lock",
+        "readfile",
+        "writefile",
+        "query_to_xml",
+        "nextval",
+    ],
+)
+def test_denied_function_families(name):
+    assert denied_function_reason(name)
+
+
+@pytest.mark.parametrize("name", ["count", "substr", "strftime", "coalesce", "lower", "pg_typeof", "now"])
+def test_ordinary_functions_are_allowed(name):
+    assert denied_function_reason(name) is None
+
+
+def test_referenced_tables_in_text_order_without_ctes():
+    sql = (
+        "WITH recent AS (SELECT * FROM orders) SELECT * FROM recent r JOIN sales.invoices i ON 1 = 1, "
+        'generate_series(1, 3) g WHERE r.id IN (SELECT id FROM "Weird Table")'
+    )
+    assert referenced_tables(sql, "postgres") == ["orders", "sales.invoices", "Weird Table"]
+    assert referenced_tables("SELECT * FROM", "sqlite") == []
