@@ -20,6 +20,7 @@ THINK_CLOSE = "</think>"
 # A key named "tool" marks an attempted call, even when its JSON does not parse.
 _CALL_MARKER = re.compile(r"""["']tool["']\s*:""")
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+MAX_STATEMENT_CUTS = 20
 _SQL_FENCE = re.compile(r"```[ \t]*(\w*)[^\n]*\n(.*?)```", re.DOTALL)
 _SQL_START = re.compile(r"\b(SELECT|WITH\s+(?:RECURSIVE\s+)?[\w\"`\[\]]+\s*(?:\([^)]*\))?\s+AS\s*\()", re.I)
 
@@ -175,9 +176,12 @@ def extract_sql(action: str) -> str | None:
         return fenced[-1]
     for match in _SQL_START.finditer(action):
         tail = action[match.start() :]
-        statement = _clean(tail.split(";", 1)[0])
-        # Prose may follow the statement on later lines: drop trailing lines until it parses.
-        lines = statement.splitlines()
+        # The statement ends at the first semicolon that leaves a whole query (one inside a string does not).
+        for semicolon in [m.start() for m in re.finditer(";", tail)][:MAX_STATEMENT_CUTS]:
+            if is_query(tail[:semicolon]):
+                return _clean(tail[:semicolon])
+        # No semicolon: prose may follow the statement on later lines, dropped until it parses.
+        lines = tail.split(";", 1)[0].splitlines()
         while lines:
             candidate = _clean("\n".join(lines))
             if is_query(candidate):

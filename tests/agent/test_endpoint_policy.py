@@ -1,0 +1,136 @@
+"""The endpoint policy against a real OpenAI-compatible HTTP server on loopback, serving scripted completions."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from mcp_server.agent import Agent, AgentConfig
+from mcp_server.agent_errors import EndpointError
+from mcp_server.policies import build_policy
+from mcp_server.policies.endpoint import EndpointPolicy, completions_url
+from model.sampling import SamplingParams
+
+LIST = '{"tool": "list_tables", "args": {}}'
+SUBMIT = '{"tool": "submit_sql", "args": {"sql": "SELECT COUNT(*) AS n FROM employees"}}'
+
+
+class CompletionsServer:
+    """Answers POST /v1/completions with the next scripted (status, body) and records every request."""
+
+    def __init__(self, responses: list[tuple[int, dict]]) -> None:
+        self.responses = list(responses)
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with outer.lock:
+                    outer.requests.append(
+                        {"path": self.path, "auth": self.headers.get("Authorization"), "body": body}
+                    )
+                    status, payload = outer.responses.pop(0)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> CompletionsServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def completion(
+    text: str, prompt_tokens: int, completion_tokens: int, finish: str = "stop"
+) -> tuple[int, dict]:
+    return 200, {
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "choices": [{"index": 0, "text": text, "finish_reason": finish}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+    }
+
+
+@pytest.mark.parametrize("suffix", ["", "/v1", "/v1/"])
+def test_completions_url_with_or_without_v1(suffix):
+    assert completions_url("http://host:8000" + suffix) == "http://host:8000/v1/completions"
+
+
+def test_episode_over_http_with_a_retry_after_a_server_error(sqlite_db):
+    responses = [
+        completion(f"Tables first.</think>\n{LIST}", 400, 12),
+        (500, {"error": {"message": "engine overloaded"}}),
+        completion(f"Count them.</think>\n{SUBMIT}", 460, 20),
+    ]
+    with CompletionsServer(responses) as server:
+        policy = EndpointPolicy(server.url + "/v1", "sqale-2b", api_key="secret-key", backoff_s=0.01)
+        sampling = SamplingParams(temperature=0.3, top_p=0.9, top_k=10, seed=7)
+        answer = Agent(sqlite_db, policy, AgentConfig(sampling=sampling)).ask("How many employees?")
+    assert answer.ending == "submit_sql" and answer.to_dict()["rows"] == [[7]]
+    assert len(server.requests) == 3
+    first, failed, retried = (r["body"] for r in server.requests)
+    assert all(r["path"] == "/v1/completions" and r["auth"] == "Bearer secret-key" for r in server.requests)
+    assert failed == retried
+    assert first["model"] == "sqale-2b" and first["stop"] == ["<|im_end|>", "<|endoftext|>"]
+    assert (first["temperature"], first["top_p"], first["top_k"], first["seed"]) == (0.3, 0.9, 10, 7)
+    assert first["prompt"].startswith("<|im_start|>system\n")
+    assert first["prompt"].endswith(
+        "<|im_start|>user\nQuestion: How many employees?<|im_end|>\n<|im_start|>assistant\n<think>\n"
+    )
+    assert retried["prompt"] == (
+        first["prompt"] + f"Tables first.</think>\n{LIST}<|im_end|>\n<|im_start|>user\n{LIST}\n"
+        "departments, employees (2 tables)\n\n[5 tool turns left before you must answer]<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n"
+    )
+    # The second turn's limit comes from the server's own count of the first exchange.
+    appended = len(retried["prompt"]) - len(first["prompt"]) - len(f"Tables first.</think>\n{LIST}")
+    assert retried["max_tokens"] == 12288 - (400 + 12) - -(-appended // 3)
+    trace = answer.chosen.trace
+    assert trace.generated_tokens == 32 and [r.generated_tokens for r in trace.rounds] == [12, 20]
+
+
+def test_samples_send_concurrent_requests(sqlite_db):
+    responses = [completion(f"</think>\n{SUBMIT}", 300, 10) for _ in range(3)]
+    with CompletionsServer(responses) as server:
+        policy = build_policy(endpoint=server.url, endpoint_model="m")
+        answer = Agent(sqlite_db, policy).ask("How many employees?", samples=3)
+    assert len(server.requests) == 3 and server.requests[0]["auth"] is None
+    assert answer.votes[0]["count"] == 3 and answer.to_dict()["rows"] == [[7]]
+
+
+def test_bad_api_key_is_a_clear_error(sqlite_db):
+    with CompletionsServer([(401, {"error": {"message": "invalid key"}})]) as server:
+        policy = EndpointPolicy(server.url, "m", api_key="wrong", backoff_s=0.01)
+        with pytest.raises(EndpointError, match="refused the API key .*SQLSCOUT_API_KEY"):
+            Agent(sqlite_db, policy).ask("How many employees?")
+    assert len(server.requests) == 1
+
+
+def test_persistent_failures_and_bad_requests_are_reported(sqlite_db):
+    with CompletionsServer([(503, {"error": {"message": "busy"}})] * 3) as server:
+        policy = EndpointPolicy(server.url, "m", retries=2, backoff_s=0.01)
+        with pytest.raises(EndpointError, match="HTTP 503: busy .*3 attempts"):
+            Agent(sqlite_db, policy).ask("How many employees?")
+    with CompletionsServer([(400, {"error": {"message": "unknown model m"}})]) as server:
+        policy = EndpointPolicy(server.url, "m", backoff_s=0.01)
+        with pytest.raises(EndpointError, match="HTTP 400: unknown model m"):
+            Agent(sqlite_db, policy).ask("How many employees?")
+    assert len(server.requests) == 1

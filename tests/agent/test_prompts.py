@@ -1,0 +1,79 @@
+"""Prompts: our defaults, and the model directory's own read from `sqale_agent.py` without running it."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from mcp_server.agent_errors import PolicyConfigError
+from mcp_server.policies import build_policy
+from mcp_server.prompts import SYSTEM_PROMPT, Prompts, load_prompts
+
+REFERENCE_LOOP = '''
+import pathlib
+pathlib.Path(__file__).with_name("executed.txt").write_text("ran")  # must never run
+
+SYSTEM_PROMPT = (
+    "You explore databases. "
+    "Tools: list_tables, run_query."
+)
+USER_TEMPLATE: str = """Question: {question}
+Hint: {evidence}"""
+OTHER = "x" + "y"
+
+
+def helper():
+    SYSTEM_PROMPT = "not module level"
+'''
+
+
+def test_defaults_describe_the_eight_tools_and_the_reply_format():
+    for tool in (
+        "list_tables",
+        "describe_table",
+        "foreign_keys",
+        "join_path",
+        "sample_rows",
+        "distinct_values",
+        "run_query",
+        "submit_sql",
+    ):
+        assert tool in SYSTEM_PROMPT
+    assert '{"tool": "<tool name>", "args": {<arguments>}}' in SYSTEM_PROMPT and "SQLite" in SYSTEM_PROMPT
+    assert Prompts().user_message("How many?") == "Question: How many?"
+    assert Prompts().user_message("How many?", "x means y") == "Question: How many?\nEvidence: x means y"
+
+
+def test_reference_prompts_are_parsed_not_executed(tmp_path):
+    (tmp_path / "sqale_agent.py").write_text(REFERENCE_LOOP)
+    prompts = load_prompts(tmp_path)
+    assert prompts.system == "You explore databases. Tools: list_tables, run_query."
+    assert prompts.user_message("Q?", "E {with braces}") == "Question: Q?\nHint: E {with braces}"
+    assert not (tmp_path / "executed.txt").exists()
+
+
+def test_malformed_or_incomplete_reference_falls_back_with_a_warning(tmp_path, caplog):
+    (tmp_path / "sqale_agent.py").write_text("SYSTEM_PROMPT = 'a' +\n")
+    with caplog.at_level(logging.WARNING):
+        assert load_prompts(tmp_path) == Prompts()
+    assert "could not parse" in caplog.text
+    caplog.clear()
+    (tmp_path / "sqale_agent.py").write_text("SYSTEM_PROMPT = 'sys'\nUSER_TEMPLATE = f'{1}'\n")
+    with caplog.at_level(logging.WARNING):
+        assert load_prompts(tmp_path) == Prompts()
+    assert "no literal SYSTEM_PROMPT and USER_TEMPLATE" in caplog.text
+    assert load_prompts(tmp_path / "missing") == Prompts()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "no text-to-SQL model is configured: .*hf download"),
+        ({"model_dir": "/nonexistent/sqlscout-model"}, "does not exist; .*hf download"),
+        ({"endpoint": "http://127.0.0.1:9"}, "SQLSCOUT_ENDPOINT_MODEL"),
+    ],
+)
+def test_build_policy_explains_how_to_configure_a_model(kwargs, message):
+    with pytest.raises(PolicyConfigError, match=message):
+        build_policy(**kwargs)

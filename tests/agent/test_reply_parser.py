@@ -1,0 +1,93 @@
+"""The tolerant reading of model replies: calls after the reasoning, in any wrapping, and plain SQL answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_server.reply_parser import ToolCall, extract_sql, parse_reply
+
+
+def test_several_calls_in_fences_and_prose_in_order():
+    reply = parse_reply(
+        "Plan: tables first.</think>\nLet me look.\n```json\n"
+        '{"tool": "list_tables", "args": {}}\n```\nand then\n'
+        '[{"tool": "describe_table", "args": {"table_name": "orders"}}, '
+        '{"tool": "run_query", "args": {"sql": "SELECT \'}{\' AS brace, \\"x\\" FROM t"}}]'
+    )
+    assert reply.reasoning == "Plan: tables first."
+    assert reply.calls == [
+        ToolCall("list_tables", {}),
+        ToolCall("describe_table", {"table_name": "orders"}),
+        ToolCall("run_query", {"sql": "SELECT '}{' AS brace, \"x\" FROM t"}),
+    ]
+    assert reply.malformed_calls == 0
+
+
+def test_trailing_commas_single_quotes_and_python_literals():
+    reply = parse_reply(
+        "</think>{'tool': 'sample_rows', 'args': {'table_name': 'users', 'limit': 3,},}\n"
+        '{"tool": "distinct_values", "args": {"table_name": "users", "column_name": "active", "limit": 5,},}'
+    )
+    assert reply.calls == [
+        ToolCall("sample_rows", {"table_name": "users", "limit": 3}),
+        ToolCall("distinct_values", {"table_name": "users", "column_name": "active", "limit": 5}),
+    ]
+
+
+def test_calls_while_thinking_do_not_count():
+    reply = parse_reply('I could call {"tool": "list_tables", "args": {}} now.</think>\nNo, I will answer.')
+    assert reply.calls == [] and reply.action == "No, I will answer."
+    unclosed = parse_reply('still thinking {"tool": "list_tables", "args": {}}')
+    assert unclosed.calls == [] and unclosed.action == ""
+
+
+def test_reply_without_a_think_block_when_the_header_did_not_open_one():
+    reply = parse_reply('{"tool": "list_tables", "args": {}}', thinking_open=False)
+    assert reply.calls == [ToolCall("list_tables", {})]
+
+
+def test_broken_calls_are_counted_not_run_and_nested_valid_calls_are_found():
+    reply = parse_reply(
+        '</think>{"tool": "run_query", "args": {"sql": SELECT 1}}\n'
+        '{"note": {"tool": "list_tables", "args": {}}}\n'
+        '{"tool": "run_query", "args": {"sql": "SELECT 2"'
+    )
+    assert reply.calls == [ToolCall("list_tables", {})]
+    assert reply.malformed_calls == 2
+
+
+def test_objects_that_are_not_calls_are_ignored():
+    reply = parse_reply('</think>The result {"a": 1} looks fine; {"tool": 5} is odd.')
+    assert reply.calls == [] and reply.malformed_calls == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "sql"),
+    [
+        ("```sql\nSELECT a FROM t;\n```", "SELECT a FROM t"),
+        ("First\n```sql\nSELECT 1\n```\nbetter:\n```sqlite\nSELECT 2 FROM t\n```", "SELECT 2 FROM t"),
+        ("```\nWITH c AS (SELECT 1 AS x) SELECT x FROM c\n```", "WITH c AS (SELECT 1 AS x) SELECT x FROM c"),
+        (
+            "The answer is SELECT COUNT(*) FROM t WHERE x = 'a;b'; done",
+            "SELECT COUNT(*) FROM t WHERE x = 'a;b'",
+        ),
+        (
+            "Query:\nSELECT name\nFROM users\nWHERE id = 3\nThis returns the name.",
+            "SELECT name\nFROM users\nWHERE id = 3",
+        ),
+        (
+            "with recursive r(n) as (select 1 union all select n + 1 from r where n < 3) select n from r",
+            "with recursive r(n) as (select 1 union all select n + 1 from r where n < 3) select n from r",
+        ),
+    ],
+)
+def test_extract_sql_from_plain_answers(text, sql):
+    assert extract_sql(text) == sql
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "With this data we should SELECT carefully.", "```python\nprint('SELECT 1')\n```", "DELETE FROM t"],
+)
+def test_no_sql_in_prose(text):
+    assert extract_sql(text) is None
