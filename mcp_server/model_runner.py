@@ -70,7 +70,11 @@ class ModelRunner:
                 except Exception as error:
                     raise ModelLoadError(f"loading the model from {where} failed: {error}") from error
                 log.info("model ready")
-            config = AgentConfig(samples=self.settings.samples, max_result_rows=self.settings.max_rows)
+            config = AgentConfig(
+                token_budget=self.settings.token_budget,
+                samples=self.settings.samples,
+                max_result_rows=self.settings.max_rows,
+            )
             self._agent = Agent(self.db, self._policy, config)
         return self._agent
 

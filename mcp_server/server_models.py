@@ -47,8 +47,11 @@ class TableDescription(BaseModel):
 class SchemaMatch(BaseModel):
     table: str
     column: str | None = Field(description="the matching column; null when the table itself matched")
+    kind: str = Field(description="table or column")
     score: float = Field(description="relevance, higher is better")
-    detail: str = Field(description="the matched table or column with its type and comment")
+    matched: list[str] = Field(description="the keywords this table or column matched")
+    type: str | None = Field(default=None, description="the column's type")
+    comment: str | None = None
 
 
 class SchemaMatches(BaseModel):
@@ -59,8 +62,14 @@ class SchemaMatches(BaseModel):
 class ValueMatch(BaseModel):
     table: str
     column: str
-    value: JsonCell = Field(description="a stored value close to the searched text, exactly as stored")
-    score: float = Field(description="similarity to the searched text, higher is better")
+    match_type: str = Field(
+        description="the best match in this column: exact, case_insensitive, partial, fuzzy"
+    )
+    score: float = Field(description="1.0 for an exact match, lower for weaker ones")
+    values: list[str] = Field(description="the stored values that match, best first, exactly as stored")
+    matching_values: int = Field(description="distinct matching values in the column")
+    matching_rows: int = Field(description="rows holding one of them")
+    complete: bool = Field(description="false when the column was only partly indexed")
 
 
 class ValueMatches(BaseModel):

@@ -61,6 +61,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("timeout", "statement timeout in seconds (default 10)", parse=float),
     Option("device", "device for a local model: cpu or cuda (default: cuda when available)", choices=DEVICES),
     Option("samples", "episodes per question; more than 1 votes on the result (default 1)", parse=int),
+    Option(
+        "token_budget",
+        "tokens per episode, prompt and replies together (default 12288, as trained)",
+        parse=int,
+    ),
     Option("log_level", "stderr log level (default INFO)", parse=str.upper, choices=LOG_LEVELS),
 )
 
@@ -93,6 +98,7 @@ class Settings:
     timeout: float = 10.0
     device: str | None = None
     samples: int = 1
+    token_budget: int = 12288
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -118,6 +124,8 @@ class Settings:
             raise SettingsError(f"--timeout must be a positive number of seconds, not {self.timeout:g}")
         if self.samples < 1:
             raise SettingsError(f"--samples must be at least 1, not {self.samples}")
+        if self.token_budget < 256:
+            raise SettingsError(f"--token-budget must be at least 256 tokens, not {self.token_budget}")
         if self.device is not None and self.device not in DEVICES:
             raise SettingsError(f"--device must be one of {', '.join(DEVICES)}, not {self.device!r}")
         if self.log_level not in LOG_LEVELS:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import socket
 import sqlite3
+import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -83,3 +85,88 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 
 
 SERVER_COMMAND = [sys.executable, "-m", "mcp_server"]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def shop_db(shop_dsn):
+    from dbtools.engines import open_database
+
+    db = open_database(shop_dsn, timeout_s=5.0, max_rows=100)
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def shop_server(shop_db):
+    """The server on the shop database, without a model."""
+    from mcp_server.server import build_server
+    from mcp_server.settings import Settings
+
+    return build_server(Settings(max_rows=100), shop_db)
+
+
+def fenced_body(text: str) -> str:
+    """What lies between the untrusted-data markers; asserts that both carry the same tag."""
+    lines = text.splitlines()
+    begin = next(i for i, line in enumerate(lines) if line.startswith("BEGIN UNTRUSTED DATA "))
+    tag = lines[begin].split()[3]
+    assert lines[-1] == f"END UNTRUSTED DATA {tag}"
+    return "\n".join(lines[begin + 1 : -1])
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    """A cache directory (value indexes) for the servers these tests start."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(cache_dir, monkeypatch) -> None:
+    monkeypatch.setenv("SQLSCOUT_CACHE_DIR", str(cache_dir))
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A tiny random Qwen3.5 checkpoint with the real tokenizer: the local engine runs it on the CPU."""
+    from tests.model.tiny_checkpoint import write_tiny_checkpoint
+
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-model"))
+
+
+class ServerProcess:
+    """`python -m mcp_server --transport http ...` on a free loopback port, stopped on exit."""
+
+    def __init__(self, *args: str, env: dict[str, str]) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        command = [*SERVER_COMMAND, "--transport", "http", "--port", str(self.port), *args]
+        self.process = subprocess.Popen(
+            command, env=env, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self._wait_until_listening()
+
+    def _wait_until_listening(self, timeout_s: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"server exited with {self.process.returncode}:\n{self.process.stderr.read()}"
+                )
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.2)
+        raise RuntimeError("server did not start listening in time")
+
+    def stop(self) -> tuple[str, str]:
+        self.process.terminate()
+        try:
+            return self.process.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.communicate()

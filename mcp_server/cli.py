@@ -1,0 +1,157 @@
+"""The `sqlscout` command (also `python -m mcp_server`): serve MCP, ask one question, or print host configuration."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+from tqdm import tqdm
+
+from dbtools.engines import Database, open_database
+from dbtools.errors import DatabaseToolError
+from mcp_server.agent_errors import PolicyConfigError
+from mcp_server.host_config import HOSTS, host_snippet
+from mcp_server.http_transport import serve_http
+from mcp_server.model_runner import ModelLoadError, ModelRunner
+from mcp_server.server import build_server
+from mcp_server.settings import OPTIONS, Settings, SettingsError
+from mcp_server.terminal_table import format_table
+
+log = logging.getLogger("sqlscout")
+
+COMMANDS = ("ask", "config")
+SERVE_EPILOG = """other commands:
+  sqlscout ask "QUESTION" [--evidence TEXT] [--json] [options]   answer one question in the terminal
+  sqlscout config {claude-desktop,vscode,claude-code} [options]   print a host configuration snippet
+
+Every option can also be set by its environment variable; a flag wins over the variable."""
+
+
+def add_settings_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("settings (flag, or environment variable)")
+    for option in OPTIONS:
+        group.add_argument(
+            option.flag,
+            dest=option.field,
+            type=option.parse,
+            choices=option.choices,
+            default=None,
+            metavar=None if option.choices else option.field.upper(),
+            help=f"{option.help} [{option.env}]",
+        )
+
+
+def build_parser(command: str) -> argparse.ArgumentParser:
+    """The parser of one command: serve (no command word), ask or config."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    if command == "ask":
+        parser = argparse.ArgumentParser(
+            prog="sqlscout ask",
+            description="Answer one question with the text-to-SQL model; "
+            "progress goes to stderr, the result to stdout.",
+            formatter_class=formatter,
+        )
+        parser.add_argument("question", help="the question, in plain language")
+        parser.add_argument("--evidence", help="domain knowledge the question needs")
+        parser.add_argument("--json", action="store_true", help="print the whole answer as JSON")
+    elif command == "config":
+        parser = argparse.ArgumentParser(
+            prog="sqlscout config",
+            description="Print the configuration that makes a host start this server with the given options.",
+            formatter_class=formatter,
+        )
+        parser.add_argument("target", choices=HOSTS, help="the MCP host to configure")
+        parser.add_argument(
+            "--name", default="sqlscout", help="the server's name in the host (default sqlscout)"
+        )
+    else:
+        parser = argparse.ArgumentParser(
+            prog="sqlscout",
+            description="MCP server for read-only natural-language and SQL access to a database.",
+            epilog=SERVE_EPILOG,
+            formatter_class=formatter,
+        )
+    add_settings_options(parser)
+    return parser
+
+
+def configure_logging(level: str) -> None:
+    """Logs go to stderr: over stdio, stdout carries the protocol."""
+    logging.basicConfig(
+        stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
+    )
+
+
+def serve(settings: Settings, db: Database) -> int:
+    runner = ModelRunner(settings, db)
+    server = build_server(settings, db, runner)
+    runner.preload_in_background()
+    if not runner.configured:
+        log.info("no model configured: ask_database will explain how to set one; the database tools work")
+    log.info("serving %s (%s) over %s", db.display_name, db.dialect, settings.transport)
+    if settings.transport == "http":
+        serve_http(server, settings)
+    else:
+        server.run("stdio")
+    return 0
+
+
+def ask(settings: Settings, db: Database, question: str, evidence: str | None, as_json: bool) -> int:
+    runner = ModelRunner(settings, db)
+    bar = tqdm(desc="exploring", unit="round", file=sys.stderr, dynamic_ncols=True)
+
+    def on_round(event) -> None:
+        bar.total = event.max_rounds
+        bar.update(event.round - bar.n)
+        bar.set_postfix_str(f"{len(event.calls)} tool calls")
+
+    try:
+        answer = runner.ask(question, evidence, on_round=on_round)
+    except PolicyConfigError as error:
+        print(f"sqlscout: {error}", file=sys.stderr)
+        return 2
+    except (ModelLoadError, DatabaseToolError) as error:
+        print(f"sqlscout: {error}", file=sys.stderr)
+        return 1
+    finally:
+        bar.close()
+    data = answer.to_dict()
+    if as_json:
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+        return 0
+    print(f"-- {data.get('ending')}\n{data.get('sql') or '(no SQL)'}\n")
+    print(format_table(data.get("columns") or [], data.get("rows") or []))
+    if data.get("truncated"):
+        print("(more rows exist)")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = args.pop(0) if args and args[0] in COMMANDS else "serve"
+    parser = build_parser(command)
+    namespace = parser.parse_args(args)
+    try:
+        settings = Settings.resolve(vars(namespace))
+    except SettingsError as error:
+        parser.error(str(error))
+    configure_logging(settings.log_level)
+    if command == "config":
+        print(host_snippet(namespace.target, settings, namespace.name))
+        return 0
+    try:
+        db = open_database(settings.dsn, timeout_s=settings.timeout, max_rows=settings.max_rows)
+    except DatabaseToolError as error:
+        print(f"sqlscout: {error}", file=sys.stderr)
+        return 1
+    try:
+        if command == "ask":
+            return ask(settings, db, namespace.question, namespace.evidence, namespace.json)
+        return serve(settings, db)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        db.close()

@@ -1,0 +1,147 @@
+"""ask_database end to end with scripted model replies: answers, progress, queueing, cancellation."""
+
+from __future__ import annotations
+
+import threading
+
+import anyio
+import pytest
+from mcp import Client
+
+from mcp_server.agent_errors import AgentCancelled
+from mcp_server.chat_format import render_chatml
+from mcp_server.model_runner import ModelRunner
+from mcp_server.policies.replay import ReplayPolicy
+from mcp_server.server import build_server
+from mcp_server.settings import Settings
+from tests.server.conftest import fenced_body
+
+pytestmark = pytest.mark.anyio
+
+SCRIPT = [
+    'Look around first.</think>\n{"tool": "list_tables", "args": {}}\n'
+    '{"tool": "run_query", "args": {"sql": "SELECT COUNT(*) FROM orders"}}',
+    "The orders table has a status.</think>\n"
+    '{"tool": "submit_sql", "args": {"sql": "SELECT status, COUNT(*) AS n FROM orders GROUP BY status ORDER BY status"}}',
+]
+
+
+def byte_replay(script: list[str]) -> ReplayPolicy:
+    """Replays `script`, counting one token per byte."""
+    return ReplayPolicy(
+        [script],
+        encode=lambda text: list(text.encode()),
+        decode=lambda ids: bytes(ids).decode(errors="ignore"),
+        render_chat=render_chatml,
+    )
+
+
+class GatedPolicy:
+    """A replay policy whose every completion waits for a gate (or a cancel); it records overlapping runs."""
+
+    def __init__(self, script: list[str]) -> None:
+        self.inner = byte_replay(script)
+        self.name, self.prompts, self.chat = "gated", self.inner.prompts, self.inner.chat
+        self.gate = threading.Event()
+        self.saw_cancel = threading.Event()
+        self.active = 0
+        self.most_active = 0
+        self._count_lock = threading.Lock()
+
+    def start(self, prompt: str, samples: int, max_tokens: int):
+        run = self.inner.start(prompt, samples, max_tokens)
+        policy = self
+        original = run.complete
+
+        def complete(rows, max_new_tokens, sampling, cancel=None):
+            with policy._count_lock:
+                policy.active += 1
+                policy.most_active = max(policy.most_active, policy.active)
+            try:
+                while not policy.gate.wait(0.02):
+                    if cancel is not None and cancel.is_set():
+                        policy.saw_cancel.set()
+                        raise AgentCancelled("cancelled while writing")
+                return original(rows, max_new_tokens, sampling, cancel)
+            finally:
+                with policy._count_lock:
+                    policy.active -= 1
+
+        run.complete = complete
+        return run
+
+    def close(self) -> None:
+        pass
+
+
+def server_with(shop_db, policy) -> object:
+    settings = Settings(max_rows=100)
+    return build_server(settings, shop_db, ModelRunner(settings, shop_db, policy))
+
+
+async def test_ask_database_returns_sql_rows_trace_and_progress(shop_db):
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done, total, message):
+        progress.append((done, total, message))
+
+    async with Client(server_with(shop_db, byte_replay(SCRIPT))) as client:
+        result = await client.call_tool(
+            "ask_database", {"question": "How many orders per status?"}, progress_callback=on_progress
+        )
+    assert not result.is_error, result.content[0].text
+    answer = result.structured_content
+    assert answer["rows"] == [["pending", 6], ["shipped", 6]]
+    assert answer["columns"] == ["status", "n"]
+    assert answer["ending"] == "submit_sql"
+    assert answer["sql_dialect"] == shop_db.dialect
+    assert answer["trace"][0] == "round 1: list_tables {}"
+    assert len(answer["trace"]) == 3
+    assert [p[0] for p in progress] == [1, 2] and progress[0][1] == 6
+    assert "2 tool calls" in progress[0][2]
+    body = fenced_body(result.content[0].text)
+    assert "pending | 6" in body and "GROUP BY status" in body
+
+
+async def test_without_a_model_ask_explains_and_the_other_tools_work(shop_server):
+    async with Client(shop_server) as client:
+        result = await client.call_tool("ask_database", {"question": "How many orders?"})
+        other = await client.call_tool("run_query", {"sql": "SELECT COUNT(*) FROM orders"})
+    assert result.is_error
+    text = result.content[0].text
+    assert "--model DIR" in text and "SQLSCOUT_MODEL" in text and "--endpoint" in text
+    assert not other.is_error
+
+
+async def test_questions_queue_on_the_one_model(shop_db):
+    policy = GatedPolicy(SCRIPT)
+    answers = []
+    async with Client(server_with(shop_db, policy)) as client:
+
+        async def ask() -> None:
+            answers.append(await client.call_tool("ask_database", {"question": "orders per status?"}))
+
+        async with anyio.create_task_group() as group:
+            for _ in range(3):
+                group.start_soon(ask)
+            await anyio.sleep(0.3)
+            # Meanwhile the database tools are not held up by the waiting questions.
+            quick = await client.call_tool("run_query", {"sql": "SELECT 1 AS one"})
+            assert quick.structured_content["rows"] == [[1]]
+            policy.gate.set()
+    assert [a.structured_content["rows"] for a in answers] == [[["pending", 6], ["shipped", 6]]] * 3
+    assert policy.most_active == 1
+
+
+async def test_cancelling_a_question_stops_the_episode_and_frees_the_model(shop_db):
+    policy = GatedPolicy(SCRIPT)
+    async with Client(server_with(shop_db, policy)) as client:
+        with anyio.move_on_after(0.5) as scope:
+            await client.call_tool("ask_database", {"question": "orders per status?"})
+        assert scope.cancelled_caught
+        with anyio.fail_after(10):
+            while not policy.saw_cancel.is_set():
+                await anyio.sleep(0.05)
+        policy.gate.set()
+        after = await client.call_tool("ask_database", {"question": "orders per status?"})
+    assert after.structured_content["ending"] == "submit_sql"

@@ -1,0 +1,71 @@
+"""The command line: `ask` in the terminal, `config` snippets, and setting errors, each as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from tests.server.conftest import PROJECT_ROOT, SERVER_COMMAND, subprocess_env
+
+
+def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*SERVER_COMMAND, *args],
+        env=subprocess_env(**env),
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_config_uses_flags_and_environment(sqlite_dsn):
+    done = run_cli("config", "claude-desktop", "--name", "shop", "--dsn", sqlite_dsn, SQLSCOUT_MAX_ROWS="7")
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(done.stdout)["mcpServers"]["shop"]
+    assert entry["args"][-4:] == ["--dsn", sqlite_dsn, "--max-rows", "7"]
+    vscode = json.loads(run_cli("config", "vscode", "--transport", "http", "--port", "9100").stdout)
+    assert vscode["servers"]["sqlscout"] == {"type": "http", "url": "http://127.0.0.1:9100/mcp"}
+
+
+def test_setting_errors_are_reported_without_a_traceback():
+    done = run_cli("--transport", "http", "--host", "0.0.0.0")
+    assert done.returncode == 2
+    assert "set --token TOKEN" in done.stderr and "Traceback" not in done.stderr
+    bad_env = run_cli("config", "vscode", SQLSCOUT_PORT="http")
+    assert bad_env.returncode == 2 and "SQLSCOUT_PORT='http' is not a valid int" in bad_env.stderr
+
+
+def test_ask_without_a_model_says_how_to_configure_one(sqlite_dsn):
+    done = run_cli("ask", "How many orders?", "--dsn", sqlite_dsn)
+    assert done.returncode == 2
+    assert "--model DIR" in done.stderr and "SQLSCOUT_MODEL" in done.stderr
+
+
+def test_unreachable_database_is_reported(tmp_path):
+    done = run_cli("ask", "How many orders?", "--dsn", "postgresql://nobody@127.0.0.1:1/none")
+    assert done.returncode == 1
+    assert done.stderr.startswith("sqlscout: ") and "Traceback" not in done.stderr
+
+
+def test_ask_on_a_tiny_local_model(sqlite_dsn, tiny_model_dir, cache_dir):
+    args = (
+        "ask",
+        "How many orders are there?",
+        "--dsn",
+        sqlite_dsn,
+        "--model",
+        str(tiny_model_dir),
+        "--device",
+        "cpu",
+        "--token-budget",
+        "768",
+    )
+    as_table = run_cli(*args, SQLSCOUT_CACHE_DIR=str(cache_dir))
+    assert as_table.returncode == 0, as_table.stderr
+    assert as_table.stdout.startswith("-- ")
+    assert "round" in as_table.stderr  # the progress bar
+    as_json = run_cli(*args, "--json", SQLSCOUT_CACHE_DIR=str(cache_dir))
+    assert as_json.returncode == 0, as_json.stderr
+    answer = json.loads(as_json.stdout)
+    assert answer["sql_dialect"] == "sqlite" and answer["trace"]["rounds"]

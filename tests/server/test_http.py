@@ -1,0 +1,86 @@
+"""The server over streamable HTTP in a subprocess: tools work, foreign origins and bad tokens are refused."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from tests.server.conftest import ORDERS, ServerProcess, subprocess_env
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "correct-horse-battery-staple"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "0"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def open_server(sqlite_dsn, cache_dir):
+    server = ServerProcess("--dsn", sqlite_dsn, env=subprocess_env(SQLSCOUT_CACHE_DIR=str(cache_dir)))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def token_server(sqlite_dsn, cache_dir):
+    env = subprocess_env(SQLSCOUT_CACHE_DIR=str(cache_dir), SQLSCOUT_TOKEN=TOKEN)
+    server = ServerProcess("--dsn", sqlite_dsn, env=env)
+    yield server
+    server.stop()
+
+
+def client_for(server: ServerProcess, headers: dict[str, str] | None = None) -> Client:
+    return Client(streamable_http_client(server.url, http_client=create_mcp_http_client(headers=headers)))
+
+
+async def test_tools_over_http(open_server):
+    async with client_for(open_server) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        result = await client.call_tool("run_query", {"sql": "SELECT COUNT(*) AS n FROM orders"})
+        refused = await client.call_tool("run_query", {"sql": "DROP TABLE orders"})
+    assert {"ask_database", "run_query", "list_tables"} <= tools
+    assert result.structured_content["rows"] == [[len(ORDERS)]]
+    assert refused.is_error
+
+
+def test_foreign_origin_is_refused(open_server):
+    foreign = httpx.post(
+        open_server.url, json=INITIALIZE, headers={**MCP_HEADERS, "Origin": "https://evil.example"}
+    )
+    assert foreign.status_code == 403
+    local = httpx.post(
+        open_server.url, json=INITIALIZE, headers={**MCP_HEADERS, "Origin": "http://localhost:3000"}
+    )
+    assert local.status_code == 200
+
+
+async def test_token_is_required_and_checked(token_server):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+        response = httpx.post(token_server.url, json=INITIALIZE, headers={**MCP_HEADERS, **headers})
+        assert response.status_code == 401, headers
+        assert response.headers["www-authenticate"] == "Bearer"
+    with_token = {**MCP_HEADERS, "Authorization": f"Bearer {TOKEN}", "Origin": "https://evil.example"}
+    assert httpx.post(token_server.url, json=INITIALIZE, headers=with_token).status_code == 403
+    async with client_for(token_server, {"Authorization": f"Bearer {TOKEN}"}) as client:
+        result = await client.call_tool("list_tables", {})
+    assert result.structured_content["total"] == 3
+
+
+def test_logs_go_to_stderr_only(sqlite_dsn, cache_dir):
+    server = ServerProcess("--dsn", sqlite_dsn, env=subprocess_env(SQLSCOUT_CACHE_DIR=str(cache_dir)))
+    httpx.post(server.url, json=INITIALIZE, headers=MCP_HEADERS)
+    stdout, stderr = server.stop()
+    assert stdout == ""
+    assert "listening on http://127.0.0.1" in stderr

@@ -1,0 +1,78 @@
+"""The server as a host starts it: `python -m mcp_server` over stdio in a subprocess."""
+
+from __future__ import annotations
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.server.conftest import ORDERS, PROJECT_ROOT, SERVER_COMMAND, subprocess_env
+
+pytestmark = pytest.mark.anyio
+
+
+def stdio_client(*args: str, **env: str) -> Client:
+    command, *module = SERVER_COMMAND
+    return Client(
+        StdioServerParameters(
+            command=command, args=[*module, *args], env=subprocess_env(**env), cwd=str(PROJECT_ROOT)
+        )
+    )
+
+
+async def test_every_database_tool_over_stdio(shop_dsn, cache_dir):
+    async with stdio_client(
+        "--dsn", shop_dsn, "--max-rows", "5", SQLSCOUT_CACHE_DIR=str(cache_dir)
+    ) as client:
+        tables = await client.call_tool("list_tables", {"pattern": "order*"})
+        described = await client.call_tool("describe_table", {"table": "orders"})
+        schema = await client.call_tool("search_schema", {"keywords": "customer city"})
+        values = await client.call_tool("search_values", {"text": "new york"})
+        sample = await client.call_tool("sample_rows", {"table": "products", "limit": 2})
+        query = await client.call_tool("run_query", {"sql": "SELECT id FROM orders ORDER BY id"})
+        ask = await client.call_tool("ask_database", {"question": "How many orders?"})
+    assert [t["name"] for t in tables.structured_content["tables"]] == ["orders"]
+    assert described.structured_content["referenced_by"] == []
+    assert schema.structured_content["matches"][0]["table"] == "customers"
+    assert values.structured_content["matches"][0]["values"] == ["New York"]
+    assert len(sample.structured_content["rows"]) == 2
+    # --max-rows caps every result.
+    assert query.structured_content["row_count"] == 5 < len(ORDERS) and query.structured_content["truncated"]
+    assert ask.is_error and "--model DIR" in ask.content[0].text
+
+
+async def test_default_dsn_is_the_demo_database():
+    # The real user cache: the demo database is built there once and reused.
+    async with stdio_client() as client:
+        tables = await client.call_tool("list_tables", {"limit": 1})
+    assert tables.structured_content["total"] > 100
+
+
+async def test_ask_database_on_a_tiny_local_model(sqlite_dsn, tiny_model_dir, cache_dir):
+    progress = []
+
+    async def on_progress(done, total, message):
+        progress.append((done, total))
+
+    async with stdio_client(
+        "--dsn",
+        sqlite_dsn,
+        "--model",
+        str(tiny_model_dir),
+        "--device",
+        "cpu",
+        "--token-budget",
+        "768",
+        SQLSCOUT_CACHE_DIR=str(cache_dir),
+    ) as client:
+        result = await client.call_tool(
+            "ask_database", {"question": "How many orders are there?"}, progress_callback=on_progress
+        )
+        after = await client.call_tool("run_query", {"sql": "SELECT 1 AS one"})
+    assert not result.is_error, result.content[0].text
+    answer = result.structured_content
+    # A random model writes no usable SQL; the episode still runs every round to its end.
+    assert answer["ending"] in {"submit_sql", "answer", "forced_answer", "fallback", "no_sql"}
+    assert answer["sql_dialect"] == "sqlite"
+    assert progress and all(total == 6 for _, total in progress)
+    assert [done for done, _ in progress] == sorted(done for done, _ in progress)
+    assert after.structured_content["rows"] == [[1]]

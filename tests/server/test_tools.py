@@ -1,0 +1,141 @@
+"""The database tools through an in-memory MCP client, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from mcp import Client
+
+from tests.server.conftest import CUSTOMERS, INJECTION, ORDERS, fenced_body
+
+pytestmark = pytest.mark.anyio
+
+DATABASE_TOOLS = {
+    "list_tables",
+    "describe_table",
+    "search_schema",
+    "search_values",
+    "sample_rows",
+    "run_query",
+}
+
+
+async def test_every_tool_is_read_only_with_an_output_schema(shop_server):
+    async with Client(shop_server) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == DATABASE_TOOLS | {"ask_database"}
+    for tool in tools.values():
+        assert tool.description and len(tool.description) < 400
+        assert tool.output_schema and tool.output_schema["type"] == "object"
+        hints = tool.annotations
+        assert (
+            hints.read_only_hint,
+            hints.destructive_hint,
+            hints.idempotent_hint,
+            hints.open_world_hint,
+        ) == (True, False, True, False)
+
+
+async def test_list_tables_with_counts_and_patterns(shop_server):
+    async with Client(shop_server) as client:
+        everything = await client.call_tool("list_tables", {})
+        by_glob = await client.call_tool("list_tables", {"pattern": "*S", "limit": 1})
+        by_substring = await client.call_tool("list_tables", {"pattern": "DUCT"})
+    tables = {t["name"]: t for t in everything.structured_content["tables"]}
+    assert set(tables) == {"customers", "products", "orders"}
+    assert tables["orders"]["row_count"] == len(ORDERS)
+    assert tables["orders"]["column_count"] == 5
+    assert by_glob.structured_content["total"] == 3 and by_glob.structured_content["truncated"]
+    assert len(by_glob.structured_content["tables"]) == 1
+    assert [t["name"] for t in by_substring.structured_content["tables"]] == ["products"]
+    assert "orders (5 columns, 12 rows)" in fenced_body(everything.content[0].text)
+
+
+async def test_describe_table_shows_keys_both_ways(shop_server):
+    async with Client(shop_server) as client:
+        orders = (await client.call_tool("describe_table", {"table": "ORDERS"})).structured_content
+        customers = (await client.call_tool("describe_table", {"table": "customers"})).structured_content
+    assert orders["name"] == "orders"
+    assert {"columns": ["customer_id"], "ref_table": "customers", "ref_columns": ["id"]} in orders[
+        "foreign_keys"
+    ]
+    assert [c["name"] for c in orders["columns"] if c["primary_key"]] == ["id"]
+    assert customers["referenced_by"] == ["orders"]
+    assert "CREATE TABLE" in orders["create_sql"].upper()
+
+
+async def test_unknown_table_names_the_close_matches(shop_server):
+    async with Client(shop_server) as client:
+        for tool in ("describe_table", "sample_rows"):
+            result = await client.call_tool(tool, {"table": "custmers"})
+            assert result.is_error
+            assert "customers" in fenced_body(result.content[0].text)
+
+
+async def test_sample_rows_and_the_fence_holds_against_injected_text(shop_server):
+    async with Client(shop_server) as client:
+        result = await client.call_tool("sample_rows", {"table": "customers", "limit": 3})
+    assert result.structured_content["rows"][2] == list(CUSTOMERS[2])
+    assert result.structured_content["row_count"] == 3
+    text = result.content[0].text
+    # The injected row sits inside the fence: the data cannot produce the closing marker's random tag.
+    assert INJECTION in fenced_body(text)
+
+
+async def test_run_query_results_caps_and_errors(shop_server):
+    async with Client(shop_server) as client:
+        counted = await client.call_tool(
+            "run_query", {"sql": "SELECT status, COUNT(*) AS n FROM orders GROUP BY status ORDER BY status"}
+        )
+        capped = await client.call_tool(
+            "run_query", {"sql": "SELECT id FROM orders ORDER BY id", "max_rows": 5}
+        )
+        write = await client.call_tool("run_query", {"sql": "DELETE FROM orders"})
+        stacked = await client.call_tool("run_query", {"sql": "SELECT 1; DROP TABLE orders"})
+        invalid = await client.call_tool("run_query", {"sql": "SELECT nosuchcolumn FROM orders"})
+        still_there = await client.call_tool("run_query", {"sql": "SELECT COUNT(*) FROM orders"})
+    assert counted.structured_content["rows"] == [["pending", 6], ["shipped", 6]]
+    assert capped.structured_content["rows"] == [[i] for i in range(1, 6)]
+    assert capped.structured_content["truncated"] and "LIMIT" in capped.structured_content["truncation"]
+    assert write.is_error and "UnsafeQueryError" in write.content[0].text
+    assert stacked.is_error
+    assert invalid.is_error and "nosuchcolumn" in fenced_body(invalid.content[0].text)
+    assert still_there.structured_content["rows"] == [[len(ORDERS)]]
+
+
+async def test_bad_arguments_are_reported_and_the_server_keeps_serving(shop_server):
+    async with Client(shop_server) as client:
+        assert (await client.call_tool("sample_rows", {"table": "orders", "limit": 0})).is_error
+        assert (await client.call_tool("run_query", {})).is_error
+        assert (await client.call_tool("no_such_tool", {})).is_error
+        assert (await client.call_tool("run_query", {"sql": ""})).is_error
+        ok = await client.call_tool("run_query", {"sql": "SELECT 1 AS one"})
+    assert ok.structured_content["rows"] == [[1]]
+
+
+async def test_schema_overview_resource(shop_server):
+    async with Client(shop_server) as client:
+        resources = (await client.list_resources()).resources
+        assert [str(r.uri) for r in resources] == ["schema://overview"]
+        text = (await client.read_resource("schema://overview")).contents[0].text
+    body = fenced_body(text)
+    assert "**orders** (12 rows)" in body
+    assert "**customers** (4 rows)" in body
+
+
+async def test_many_concurrent_calls(shop_server):
+    results: dict[int, object] = {}
+
+    async with Client(shop_server) as client:
+
+        async def one(i: int) -> None:
+            sql = f"SELECT id, quantity FROM orders WHERE id = {1 + i % len(ORDERS)}"
+            results[i] = await client.call_tool("run_query", {"sql": sql})
+
+        async with anyio.create_task_group() as group:
+            for i in range(40):
+                group.start_soon(one, i)
+    assert len(results) == 40
+    for i, result in results.items():
+        expected = ORDERS[i % len(ORDERS)]
+        assert result.structured_content["rows"] == [[expected[0], expected[3]]]
