@@ -28,6 +28,8 @@ PREVIEW_ROWS = 5
 MORE_ROWS_LINE = f"... (showing first {PREVIEW_ROWS} rows; more rows exist)"
 SAMPLE_ROWS_DEFAULT, SAMPLE_ROWS_MAX = 5, 50
 DISTINCT_VALUES_DEFAULT, DISTINCT_VALUES_MAX = 10, 100
+# A hub table (users, employees) can be referenced by dozens of tables; the model's context is small.
+MAX_INCOMING_REFERENCES = 15
 # Ranking distinct values by frequency scans the whole column; past this it falls back to plain DISTINCT.
 FREQUENCY_RANKING_TIMEOUT_S = 2.0
 
@@ -117,10 +119,13 @@ class AgentToolbox:
             f"{', '.join(r.columns)} -> {r.ref_table}({', '.join(r.ref_columns)})"
             for r in graph.outgoing(table.name)
         ]
+        incoming = graph.incoming(table.name)
         lines += [
             f"{', '.join(r.ref_columns)} <- {r.table}({', '.join(r.columns)})"
-            for r in graph.incoming(table.name)
+            for r in incoming[:MAX_INCOMING_REFERENCES]
         ]
+        if len(incoming) > MAX_INCOMING_REFERENCES:
+            lines.append(f"... ({len(incoming) - MAX_INCOMING_REFERENCES} more references into {table.name})")
         text = "\n".join(lines) if lines else f"no foreign keys in or out of {table.name}"
         return ToolOutput(text=text, tables=(table.name,))
 

@@ -92,6 +92,7 @@ class PostgresDatabase(Database):
             max_size=pool_size,
             kwargs=connect_args,
             configure=_configure,
+            check=ConnectionPool.check_connection,  # a restarted server costs no failed call
             timeout=max(30.0, timeout_s * 2),
             name="sqlscout",
             open=False,

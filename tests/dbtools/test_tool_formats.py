@@ -214,3 +214,24 @@ def test_every_tool_reports_the_tables_it_touched(tools):
         output = tools.call(tool, args)
         assert output.error is None, output.text
         assert output.tables == tables, tool
+
+
+def test_foreign_keys_caps_the_incoming_references_of_hub_tables(tmp_path):
+    import sqlite3
+
+    from dbtools.agent_tools import MAX_INCOMING_REFERENCES
+    from dbtools.engines import open_database
+
+    path = tmp_path / "hub.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE hub (id INTEGER PRIMARY KEY)")
+        for i in range(MAX_INCOMING_REFERENCES + 4):
+            conn.execute(
+                f"CREATE TABLE spoke{i:02d} (id INTEGER PRIMARY KEY, hub_id INTEGER REFERENCES hub(id))"
+            )
+    lines = (
+        AgentToolbox(open_database(str(path))).call("foreign_keys", {"table_name": "hub"}).text.splitlines()
+    )
+    assert lines[0] == "id <- spoke00(hub_id)"
+    assert len(lines) == MAX_INCOMING_REFERENCES + 1
+    assert lines[-1] == "... (4 more references into hub)"
