@@ -1,0 +1,262 @@
+"""Execution accuracy and episode behaviour of the agent over a question set: `python -m benchmarks.evaluate`.
+
+Formats: `plain` (JSON lines of question, evidence, gold_sql, database, difficulty; default: the hand-written
+demo set), `sqale` (SQaLe question and schema records, parquet or JSON lines) and `bird` (BIRD's dev.json
+with dev_databases/). Every flag also reads an environment variable, shown in --help.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from benchmarks.datasets import DEFAULT_PHRASING, FORMATS, EvalQuestion, load_questions
+from benchmarks.eval_episode import SCORING_MAX_CHARS, SCORING_MAX_ROWS, execute_for_scoring, score_episode
+from benchmarks.eval_policies import policy_source
+from benchmarks.eval_report import build_report, render_report
+from dbtools.engines import Database, open_database
+from mcp_server.agent import Agent, AgentConfig
+from model.sampling import SamplingParams
+
+log = logging.getLogger("benchmarks.evaluate")
+
+DEFAULT_CACHE_DIR = Path.home() / ".cache" / "sqlscout" / "sqale"
+
+
+def _option(parser: argparse.ArgumentParser, flag: str, env: str, help: str, **kwargs: Any) -> None:
+    """A flag whose default comes from SQLSCOUT_<env> when that variable is set."""
+    name = "SQLSCOUT_" + env
+    kind = kwargs.get("type", str)
+    default = os.environ.get(name) or None
+    kwargs["default"] = kind(default) if default is not None else kwargs.get("default")
+    parser.add_argument(flag, help=f"{help} [{name}]", **kwargs)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.evaluate", description=__doc__.split("\n")[0])
+    _option(parser, "--format", "EVAL_FORMAT", "question set format", choices=FORMATS, default="plain")
+    _option(
+        parser,
+        "--questions",
+        "EVAL_QUESTIONS",
+        "question file: JSON lines (plain), SQaLe queries "
+        "(.parquet or .jsonl) or BIRD dev.json (default for plain: benchmarks/questions/demo.jsonl)",
+    )
+    _option(parser, "--schemas", "EVAL_SCHEMAS", "SQaLe schemas dataset (.parquet or .jsonl)")
+    _option(
+        parser, "--db-root", "EVAL_DB_ROOT", "BIRD databases folder (default: dev_databases/ beside dev.json)"
+    )
+    _option(
+        parser,
+        "--cache-dir",
+        "EVAL_CACHE_DIR",
+        "where SQaLe databases are built, once per schema",
+        default=str(DEFAULT_CACHE_DIR),
+    )
+    _option(
+        parser,
+        "--phrasing",
+        "EVAL_PHRASING",
+        "which of SQaLe's eight question phrasings to ask",
+        default=DEFAULT_PHRASING,
+    )
+    _option(parser, "--limit", "EVAL_LIMIT", "evaluate only the first N questions", type=int)
+    _option(
+        parser, "--samples", "SAMPLES", "episodes per question, voted on their results", type=int, default=1
+    )
+    _option(
+        parser,
+        "--model",
+        "MODEL",
+        "model directory for the local engine (with --replay: only its "
+        "tokenizer, chat template and prompts are used)",
+    )
+    _option(parser, "--endpoint", "ENDPOINT", "OpenAI-compatible completions endpoint serving the model")
+    _option(parser, "--endpoint-model", "ENDPOINT_MODEL", "model name to request from --endpoint")
+    _option(parser, "--api-key", "API_KEY", "API key for --endpoint")
+    _option(parser, "--device", "DEVICE", "device of the local engine", choices=("cpu", "cuda"))
+    _option(
+        parser,
+        "--replay",
+        "EVAL_REPLAY",
+        "JSON lines of scripted replies by question_id, replayed instead of generating",
+    )
+    _option(
+        parser,
+        "--token-budget",
+        "EVAL_TOKEN_BUDGET",
+        "tokens per episode, prompt included (the protocol's 12288; smaller only to bound test runs)",
+        type=int,
+        default=12288,
+    )
+    _option(parser, "--seed", "EVAL_SEED", "sampling seed (default: unseeded)", type=int)
+    _option(
+        parser,
+        "--query-timeout",
+        "EVAL_QUERY_TIMEOUT",
+        "statement timeout in seconds for the agent's queries and for scoring",
+        type=float,
+        default=30.0,
+    )
+    _option(
+        parser, "--out", "EVAL_OUT", "write the JSON report here and every episode to <out>.episodes.jsonl"
+    )
+    _option(parser, "--log-level", "LOG_LEVEL", "stderr log level", default="WARNING")
+    args = parser.parse_args(argv)
+    if args.limit is not None and args.limit < 1:
+        parser.error("--limit must be at least 1")
+    if args.samples < 1:
+        parser.error("--samples must be at least 1")
+    return args
+
+
+class EvalDatabases:
+    """Each database opened once: a handle with the agent's usual caps and one without caps for scoring."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self._handles: dict[str | None, tuple[Database, Database]] = {}
+
+    def get(self, dsn: str | None) -> tuple[Database, Database]:
+        if dsn not in self._handles:
+            self._handles[dsn] = (
+                open_database(dsn, timeout_s=self.timeout_s),
+                open_database(
+                    dsn, timeout_s=self.timeout_s, max_rows=SCORING_MAX_ROWS, max_chars=SCORING_MAX_CHARS
+                ),
+            )
+        return self._handles[dsn]
+
+    def close(self) -> None:
+        for handles in self._handles.values():
+            for db in handles:
+                db.close()
+
+
+def run_evaluation(
+    questions: list[EvalQuestion],
+    policy_for,
+    *,
+    samples: int,
+    config: AgentConfig,
+    timeout_s: float,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Run one question after another and return the scored episode records."""
+    databases = EvalDatabases(timeout_s)
+    records = []
+    try:
+        for question in tqdm(questions, desc="episodes", unit="q", file=sys.stderr, disable=not progress):
+            agent_db, scoring_db = databases.get(question.database)
+            gold = execute_for_scoring(scoring_db, question.gold_sql, timeout_s)
+            if gold.error:
+                log.warning("question %s: the gold query failed: %s", question.question_id, gold.error)
+            agent = Agent(agent_db, policy_for(question), config)
+            started = time.perf_counter()
+            try:
+                answer = agent.ask(question.question, question.evidence, samples=samples).to_dict()
+                agent_error = None
+            except Exception as error:  # one broken episode is recorded, not allowed to end the run
+                log.exception("question %s: the episode failed", question.question_id)
+                answer, agent_error = (
+                    {"sql": None, "ending": "error", "trace": {}},
+                    f"{type(error).__name__}: {error}",
+                )
+            record = score_episode(
+                question,
+                answer,
+                db=scoring_db,
+                gold=gold,
+                latency_s=time.perf_counter() - started,
+                timeout_s=timeout_s,
+            )
+            record["agent_error"] = agent_error
+            record["processed_tokens"] = (answer.get("trace") or {}).get("processed_tokens")
+            records.append(record)
+    finally:
+        databases.close()
+    return records
+
+
+def write_outputs(out: str | Path, report: dict[str, Any], records: list[dict[str, Any]]) -> Path:
+    """The JSON report at `out` and one JSON line per episode beside it; returns the episodes file."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    episodes = out.with_name(out.stem + ".episodes.jsonl")
+    with episodes.open("w") as lines:
+        for record in records:
+            lines.write(json.dumps(record, default=str) + "\n")
+    return episodes
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        questions = load_questions(
+            args.format,
+            args.questions,
+            schemas=args.schemas,
+            db_root=args.db_root,
+            cache_dir=args.cache_dir,
+            phrasing=args.phrasing,
+            limit=args.limit,
+        )
+        policy_for = policy_source(
+            questions,
+            model_dir=args.model,
+            endpoint=args.endpoint,
+            endpoint_model=args.endpoint_model,
+            api_key=args.api_key,
+            device=args.device,
+            replay=args.replay,
+        )
+    except (ValueError, FileNotFoundError, ImportError, RuntimeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if not questions:
+        print("error: the question set is empty", file=sys.stderr)
+        return 2
+    config = AgentConfig(sampling=SamplingParams(seed=args.seed), token_budget=args.token_budget)
+    records = run_evaluation(
+        questions, policy_for, samples=args.samples, config=config, timeout_s=args.query_timeout
+    )
+    settings = {
+        "format": args.format,
+        "questions": args.questions,
+        "phrasing": args.phrasing if args.format == "sqale" else None,
+        "limit": args.limit,
+        "samples": args.samples,
+        "policy": "replay" if args.replay else ("endpoint" if args.endpoint else "local"),
+        "model": args.model,
+        "endpoint": args.endpoint,
+        "endpoint_model": args.endpoint_model,
+        "seed": args.seed,
+        "token_budget": args.token_budget,
+        "query_timeout_s": args.query_timeout,
+        "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    report = build_report(records, settings)
+    print(render_report(report))
+    if args.out:
+        episodes = write_outputs(args.out, report, records)
+        print(f"report: {args.out}\nepisodes: {episodes}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""The evaluation harness end to end over the hand-written demo question set."""
+
+import json
+import sqlite3
+
+import pytest
+
+from benchmarks.datasets import DEMO_QUESTIONS, load_questions
+from benchmarks.evaluate import main
+from dbtools.engines import open_database
+
+DEMO = load_questions("plain")
+
+
+def _reply(*calls, thought="Let me look."):
+    return thought + "\n</think>\n\n" + "\n".join(json.dumps({"tool": t, "args": a}) for t, a in calls)
+
+
+def _write_scripts(path, scripts):
+    with path.open("w") as out:
+        for question_id, replies in scripts.items():
+            out.write(json.dumps({"question_id": question_id, "replies": replies}) + "\n")
+    return path
+
+
+def _run(tmp_path, *args):
+    out = tmp_path / "report.json"
+    assert main([*map(str, args), "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    episodes = [json.loads(line) for line in (tmp_path / "report.episodes.jsonl").read_text().splitlines()]
+    return report, episodes
+
+
+def test_every_gold_query_of_the_demo_set_returns_rows():
+    assert len(DEMO) >= 15
+    assert {q.difficulty for q in DEMO} == {"simple", "moderate", "challenging"}
+    with open_database(None) as db:
+        for question in DEMO:
+            assert db.query(question.gold_sql).rows, question.question_id
+
+
+def test_replayed_episodes_score_exactly_as_scripted(tmp_path, tokenizer_dir, capsys):
+    scripts, expected_correct = {}, set()
+    for index, question in enumerate(DEMO):
+        if index % 3 == 0:
+            final = "SELECT 'a wrong answer'"
+        else:
+            final = question.gold_sql
+            expected_correct.add(question.question_id)
+        scripts[question.question_id] = [
+            _reply(("list_tables", {})),
+            _reply(("submit_sql", {"sql": final}), thought="I have it."),
+        ]
+    # One episode looks at the data its literal lives in, and opens its gold table.
+    scripts["demo-01"][0] = _reply(("run_query", {"sql": "SELECT DISTINCT continent FROM countries"}))
+    replay = _write_scripts(tmp_path / "replay.jsonl", scripts)
+
+    report, episodes = _run(tmp_path, "--model", tokenizer_dir, "--replay", replay)
+
+    overall = report["overall"]
+    assert overall["episodes"] == overall["scored"] == len(DEMO)
+    assert overall["correct"] == len(expected_correct)
+    assert overall["execution_accuracy"] == pytest.approx(len(expected_correct) / len(DEMO))
+    assert {e["question_id"] for e in episodes if e["correct"]} == expected_correct
+    assert overall["endings"] == {"submit_sql": len(DEMO)}
+    assert overall["mean_rounds"] == 2 and overall["mean_tool_calls"] == 2
+    for difficulty, summary in report["by_difficulty"].items():
+        group = [e for e in episodes if e["difficulty"] == difficulty]
+        assert summary["correct"] == sum(e["correct"] for e in group)
+
+    by_id = {e["question_id"]: e for e in episodes}
+    assert by_id["demo-01"]["opened_gold_tables"] is True
+    assert by_id["demo-01"]["literals_seen"] == ["Europe"]
+    assert by_id["demo-02"]["opened_gold_tables"] is False
+    assert by_id["demo-02"]["gold_literals"] == ["cancelled"] and by_id["demo-02"]["literals_seen"] == []
+    assert overall["opened_gold_tables"] == pytest.approx(1 / len(DEMO))
+    assert all(e["tokens"]["prompt"] > 0 and e["tokens"]["generated"] > 0 for e in episodes)
+    assert all(len(e["trace"]["rounds"]) == 2 for e in episodes)
+    printed = capsys.readouterr().out
+    assert "execution accuracy" in printed and "challenging" in printed
+
+
+def test_a_failing_gold_query_is_reported_not_scored(tmp_path, tokenizer_dir):
+    database = tmp_path / "toy.sqlite"
+    with sqlite3.connect(database) as conn:
+        conn.execute("CREATE TABLE toy (name TEXT)")
+        conn.execute("INSERT INTO toy VALUES ('kite')")
+    questions = tmp_path / "set.jsonl"
+    questions.write_text(
+        json.dumps(
+            {
+                "question_id": "ok",
+                "question": "Toys?",
+                "gold_sql": "SELECT name FROM toy",
+                "database": "toy.sqlite",
+            }
+        )
+        + "\n"
+        + json.dumps(
+            {
+                "question_id": "broken",
+                "question": "Toys?",
+                "gold_sql": "SELECT nme FROM toy",
+                "database": "toy.sqlite",
+            }
+        )
+        + "\n"
+    )
+    submit = [_reply(("submit_sql", {"sql": "SELECT name FROM toy"}))]
+    replay = _write_scripts(tmp_path / "replay.jsonl", {"ok": submit, "broken": submit})
+
+    report, episodes = _run(tmp_path, "--questions", questions, "--model", tokenizer_dir, "--replay", replay)
+
+    assert report["overall"]["scored"] == 1 and report["overall"]["gold_failures"] == 1
+    assert report["overall"]["execution_accuracy"] == 1.0
+    broken = next(e for e in episodes if e["question_id"] == "broken")
+    assert broken["correct"] is None and "nme" in broken["gold_error"]
+
+
+def test_replay_without_a_script_for_a_question_fails_before_running(tmp_path, tokenizer_dir, capsys):
+    replay = _write_scripts(tmp_path / "replay.jsonl", {"demo-01": [_reply(("list_tables", {}))]})
+    assert main(["--model", str(tokenizer_dir), "--replay", str(replay), "--limit", "2"]) == 2
+    assert "demo-02" in capsys.readouterr().err
+
+
+def test_without_a_model_the_error_says_how_to_configure_one(capsys, monkeypatch):
+    for name in ("SQLSCOUT_MODEL", "SQLSCOUT_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["--limit", "1"]) == 2
+    assert "--model" in capsys.readouterr().err
+
+
+def test_tiny_random_model_episodes_end_cleanly(tmp_path, tiny_model_dir):
+    report, episodes = _run(
+        tmp_path,
+        "--model",
+        tiny_model_dir,
+        "--device",
+        "cpu",
+        "--limit",
+        "2",
+        "--token-budget",
+        "440",
+        "--seed",
+        "0",
+    )
+    assert report["overall"]["episodes"] == 2 and report["settings"]["policy"] == "local"
+    for episode in episodes:
+        assert episode["agent_error"] is None
+        assert episode["ending"] in {"submit_sql", "answer", "forced_answer", "fallback", "no_sql"}
+        assert episode["correct"] in (True, False)
+        assert 0 < episode["tokens"]["sequence"] <= 440
+        assert episode["processed_tokens"] >= episode["tokens"]["sequence"] - 1
+    assert set(report["overall"]["endings"]) <= {
+        "submit_sql",
+        "answer",
+        "forced_answer",
+        "fallback",
+        "no_sql",
+    }
+    assert DEMO_QUESTIONS.exists()
