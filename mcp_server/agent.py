@@ -33,18 +33,17 @@ class AgentConfig:
     max_result_rows: int = 1000
 
     def __post_init__(self) -> None:
-        if self.max_rounds < 1 or self.max_failed_queries < 1 or self.samples < 1:
-            raise ValueError("max_rounds, max_failed_queries and samples must be at least 1")
-        if self.token_budget < 256:
-            raise ValueError(f"token_budget {self.token_budget} is too small for an episode (at least 256)")
+        for name in ("max_rounds", "max_failed_queries", "token_budget", "samples", "max_result_rows"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
 class RoundEvent:
     """Progress after one round (all episodes of a question advance together)."""
 
-    round: int  # 1-based; the forced final turn is max_rounds + 1
-    max_rounds: int
+    round: int  # 1-based
+    max_rounds: int  # the most rounds an episode can take: its tool rounds plus the forced final answer
     calls: tuple[str, ...]  # tools run in this round, over all episodes
     episodes_running: int
 
@@ -174,4 +173,4 @@ class Agent:
                 tools += episode.take_turn(completion, appended[episode.row], run)
             log.info("round %d: %d calls (%s)", round_index, len(tools), ", ".join(tools) or "none")
             if on_round is not None:
-                on_round(RoundEvent(round_index, config.max_rounds, tuple(tools), len(ready)))
+                on_round(RoundEvent(round_index, config.max_rounds + 1, tuple(tools), len(ready)))

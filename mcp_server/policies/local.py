@@ -24,8 +24,10 @@ class LocalRun:
     def __init__(self, policy: LocalPolicy, prompt: str, samples: int, max_tokens: int) -> None:
         self._policy = policy
         tokenizer = policy.engine.tokenizer
-        root = policy.engine.new_session(1, max_tokens)
-        root.append(tokenizer.encode(prompt))
+        prompt_ids = tokenizer.encode(prompt)
+        # A prompt longer than the budget still fits its session; the episode then ends before generating.
+        root = policy.engine.new_session(1, max(max_tokens, len(prompt_ids)))
+        root.append(prompt_ids)
         if samples > 1:
             self.session = root.fork(samples)
             self._prefill_processed = root.processed_tokens

@@ -219,8 +219,8 @@ def test_progress_and_cancellation(db, tokenizer):
     with pytest.raises(AgentCancelled):
         Agent(db, policy, AgentConfig()).ask(QUESTION, on_round=on_round, cancel=cancel)
     assert [(e.round, e.max_rounds, e.calls) for e in events] == [
-        (1, 6, ("list_tables", "list_tables")),
-        (2, 6, ("list_tables", "list_tables")),
+        (1, 7, ("list_tables", "list_tables")),
+        (2, 7, ("list_tables", "list_tables")),
     ]
 
 

@@ -1,0 +1,57 @@
+"""The local engine policy end to end on a tiny random checkpoint: the model writes nonsense, the episode
+still ends cleanly within its budget, and every token of the episode runs through the model exactly once."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_server.agent import Agent, AgentConfig
+from mcp_server.policies.local import LocalPolicy
+from mcp_server.prompts import Prompts
+from model.engine import Engine
+from model.sampling import SamplingParams
+from tests.model.tiny_checkpoint import write_tiny_checkpoint
+
+ENDINGS = {"submit_sql", "answer", "forced_answer", "fallback", "no_sql"}
+BUDGET = 90
+# Short prompts keep the tiny model's CPU work small; the loop does not depend on their wording.
+PROMPTS = Prompts(system="Answer with SQLite.", user_template="Q: {question}")
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory) -> LocalPolicy:
+    model_dir = write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-qwen35"))
+    return LocalPolicy(Engine.load(model_dir, device="cpu"), PROMPTS)
+
+
+def _check_episode(trace, budget: int) -> None:
+    assert trace.length <= budget
+    # Generated ids stay as sampled: the sequence is exactly the prompt, every reply and every appended turn.
+    appended = sum(r.appended_tokens for r in trace.rounds[1:])
+    assert trace.length == trace.prompt_tokens + trace.generated_tokens + appended
+
+
+def test_nonsense_episode_ends_cleanly_and_prefills_only_new_tokens(policy, sqlite_db):
+    config = AgentConfig(token_budget=BUDGET, sampling=SamplingParams(seed=3))
+    answer = Agent(sqlite_db, policy, config).ask("How many employees?")
+    trace = answer.chosen.trace
+    assert answer.ending in ENDINGS and trace.limit in {"tokens", "rounds", "failed_queries", None}
+    _check_episode(trace, BUDGET)
+    # Each token ran through the model once; only the last sampled token is still waiting for its turn.
+    assert answer.processed_tokens == trace.length - 1
+    result = answer.to_dict()
+    assert result["trace"]["processed_tokens"] == trace.length - 1
+    assert all(r["model_ms"] > 0 for r in result["trace"]["rounds"])
+
+
+def test_samples_fork_one_prefilled_prompt(policy, sqlite_db):
+    samples = 2
+    config = AgentConfig(token_budget=BUDGET, sampling=SamplingParams(seed=5), samples=samples)
+    answer = Agent(sqlite_db, policy, config).ask("How many employees?")
+    traces = [e.trace for e in answer.episodes]
+    assert len(traces) == samples and sum(v["count"] for v in answer.votes) == samples
+    for trace in traces:
+        _check_episode(trace, BUDGET)
+    prompt = traces[0].prompt_tokens
+    # The shared prompt is prefilled once, then each row only its own tokens.
+    assert answer.processed_tokens == prompt + sum(t.length - prompt - 1 for t in traces)
