@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from dbtools.agent_tools import AgentToolbox
 from dbtools.errors import DatabaseToolError
 from dbtools.safety import referenced_tables
 from mcp_server.chat_format import ChatFormat
@@ -39,7 +40,7 @@ class Episode:
     """The protocol's rules for one row of a policy run."""
 
     row: int
-    toolbox: object  # dbtools.agent_tools.AgentToolbox
+    toolbox: AgentToolbox
     dialect: str
     chat: ChatFormat
     limits: EpisodeLimits

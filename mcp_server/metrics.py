@@ -12,7 +12,8 @@ import re
 
 from mcp_server.trace import EpisodeTrace
 
-_QUOTED = re.compile(r"'([^']+)'|\"([^\"]+)\"|‘([^’]+)’|“([^”]+)”")
+# A single quote opens a literal only after a non-word character: "Smith's" holds an apostrophe.
+_QUOTED = re.compile(r"(?<!\w)'([^']+)'(?!\w)|\"([^\"]+)\"|‘([^’]+)’|“([^”]+)”")
 _CAPITALISED_RUN = re.compile(r"\b[A-Z][\w&'.-]*(?:\s+[A-Z][\w&'.-]*)*")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.]*\w)")
 _SENTENCE_START = re.compile(r"(?:^|[.?!:;]\s+|\n)\s*$")

@@ -21,6 +21,7 @@ from model.sampling import SamplingParams
 log = logging.getLogger(__name__)
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
+MAX_RETRY_AFTER_S = 60.0
 # Without the model's tokenizer, lengths are estimated; Qwen's BPE averages above 3 characters a token on
 # prose and SQL, so this errs on the long side.
 CHARS_PER_TOKEN_ESTIMATE = 3.0
@@ -159,6 +160,7 @@ class EndpointPolicy:
         for attempt in range(self.retries + 1):
             if cancel is not None and cancel.is_set():
                 raise AgentCancelled("the question was cancelled")
+            response = None
             try:
                 response = self._client.post(self.url, json=body)
             except httpx.TransportError as exc:
@@ -175,9 +177,12 @@ class EndpointPolicy:
                 if response.status_code not in RETRY_STATUSES:
                     raise EndpointError(failure)
             if attempt < self.retries:
-                delay = self.backoff_s * 2**attempt
+                delay = max(self.backoff_s * 2**attempt, _retry_after_s(response))
                 log.warning("%s; retrying in %.1f s", failure, delay)
-                time.sleep(delay)
+                if cancel is not None:
+                    cancel.wait(delay)
+                else:
+                    time.sleep(delay)
         raise EndpointError(f"{failure} (gave up after {self.retries + 1} attempts)")
 
     def _parse(self, response: httpx.Response) -> dict:
@@ -195,6 +200,14 @@ class EndpointPolicy:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _retry_after_s(response: httpx.Response | None) -> float:
+    """The server's Retry-After in seconds (capped at a minute); 0 when absent or a date."""
+    try:
+        return min(float(response.headers.get("Retry-After", 0)), MAX_RETRY_AFTER_S) if response else 0.0
+    except ValueError:
+        return 0.0
 
 
 def _error_text(response: httpx.Response) -> str:

@@ -134,3 +134,11 @@ def test_persistent_failures_and_bad_requests_are_reported(sqlite_db):
         with pytest.raises(EndpointError, match="HTTP 400: unknown model m"):
             Agent(sqlite_db, policy).ask("How many employees?")
     assert len(server.requests) == 1
+
+
+def test_unreachable_endpoint_says_so(sqlite_db):
+    with CompletionsServer([]) as server:
+        url = server.url  # closed again when the block ends, so nothing listens there
+    policy = EndpointPolicy(url, "m", retries=1, backoff_s=0.01)
+    with pytest.raises(EndpointError, match=f"could not reach {url}/v1/completions.*2 attempts"):
+        Agent(sqlite_db, policy).ask("How many employees?")

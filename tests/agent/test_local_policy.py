@@ -3,9 +3,13 @@ still ends cleanly within its budget, and every token of the episode runs throug
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from mcp_server.agent import Agent, AgentConfig
+from mcp_server.agent_errors import AgentCancelled
+from mcp_server.policies import local
 from mcp_server.policies.local import LocalPolicy
 from mcp_server.prompts import Prompts
 from model.engine import Engine
@@ -55,3 +59,25 @@ def test_samples_fork_one_prefilled_prompt(policy, sqlite_db):
     prompt = traces[0].prompt_tokens
     # The shared prompt is prefilled once, then each row only its own tokens.
     assert answer.processed_tokens == prompt + sum(t.length - prompt - 1 for t in traces)
+
+
+class CancelAfterChecks(threading.Event):
+    """Reads as set from its (checks + 1)-th look on."""
+
+    def __init__(self, checks: int) -> None:
+        super().__init__()
+        self.checks = checks
+
+    def is_set(self) -> bool:
+        self.checks -= 1
+        return self.checks < 0
+
+
+def test_cancel_stops_decoding_between_chunks(policy, monkeypatch):
+    monkeypatch.setattr(local, "CANCEL_CHECK_TOKENS", 2)
+    run = policy.start(policy.chat.first_prompt("s", "q"), 1, 64)
+    prompt_length = run.length(0)
+    with pytest.raises(AgentCancelled):
+        # The seeded random model samples no stop token in its first two steps.
+        run.complete([0], [10], SamplingParams(seed=1), CancelAfterChecks(1))
+    assert run.length(0) == prompt_length + 2
