@@ -46,7 +46,7 @@ SELECT con.conrelid, con.contype, con.confrelid, con.confrelid::regclass::text,
              JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.num ORDER BY k.pos)
 FROM pg_constraint con
 WHERE con.contype IN ('p', 'f') AND con.conrelid = ANY(%s)
-ORDER BY con.conrelid, con.contype DESC, con.conname
+ORDER BY con.conrelid, con.contype DESC, con.oid
 """
 # Any DDL or COMMENT writes new catalog row versions, so their xmin sums change.
 _SCHEMA_MARKER_SQL = """
