@@ -295,7 +295,7 @@ class ValueIndex:
         limit: int = 10,
         fuzzy: bool = True,
         samples: int = 5,
-        candidate_limit: int = 2000,
+        candidate_limit: int = 500,
         fuzzy_cutoff: float = 0.75,
     ) -> list[ValueMatch]:
         """Columns holding `text` (exact, case-insensitive, substring, and typo-tolerant when `fuzzy`).
@@ -336,11 +336,13 @@ class ValueIndex:
             partial_rows = self._partial_candidates(conn, folded, scope, scope_params, candidate_limit)
             capped = len(partial_rows) >= candidate_limit
             add(partial_rows, lambda v: ("partial", 0.5 + 0.4 * len(folded) / max(len(v), 1)))
-            if fuzzy and len(folded) >= 3:
-                add(
-                    self._fuzzy_candidates(conn, folded, scope, scope_params),
-                    lambda v: _fuzzy_score(folded, fold(v), fuzzy_cutoff),
+            exact_found = any(kind != "partial" for hits in found.values() for kind, _, _ in hits.values())
+            if fuzzy and not exact_found and len(folded) >= 3:
+                # Typo tolerance is for text that matched nothing as written.
+                candidates = _closest_candidates(
+                    folded, self._fuzzy_candidates(conn, folded, scope, scope_params)
                 )
+                add(candidates, lambda v: _fuzzy_score(folded, fold(v), fuzzy_cutoff))
             columns = {
                 r[0]: r[1:]
                 for r in conn.execute(
@@ -392,7 +394,7 @@ class ValueIndex:
         return [r for r in conn.execute(sql, params) if fold(r[1]) != folded]
 
     def _fuzzy_candidates(
-        self, conn: sqlite3.Connection, folded: str, scope: str, scope_params: tuple, limit: int = 500
+        self, conn: sqlite3.Connection, folded: str, scope: str, scope_params: tuple, limit: int = 300
     ) -> list[tuple[int, str, int]]:
         # Pigeonhole: a value within k edits of the text contains one of k + 1 disjoint pieces of it unchanged,
         # so matching any piece as a substring (no ranking) finds the candidates; difflib reranks them.
@@ -415,6 +417,25 @@ def _pieces(folded: str) -> list[str]:
     count = 2 if len(folded) < 12 else 3
     size = len(folded) // count
     return [folded[i * size : (i + 1) * size if i < count - 1 else len(folded)] for i in range(count)]
+
+
+def _padded_trigrams(text: str) -> set[str]:
+    padded = f"  {text} "
+    return {padded[i : i + 3] for i in range(len(padded) - 2)}
+
+
+def _closest_candidates(
+    folded: str, rows: list[tuple[int, str, int]], keep: int = 40
+) -> list[tuple[int, str, int]]:
+    """The candidates sharing the most trigrams with the text (Dice coefficient): cheap to compute for
+    hundreds of values, so only these few get difflib's slower character-level comparison."""
+    grams = _padded_trigrams(folded)
+
+    def dice(row: tuple[int, str, int]) -> float:
+        other = _padded_trigrams(fold(row[1]))
+        return 2 * len(grams & other) / (len(grams) + len(other))
+
+    return sorted(rows, key=dice, reverse=True)[:keep]
 
 
 def _fuzzy_score(folded: str, candidate: str, cutoff: float) -> tuple[str | None, float]:
