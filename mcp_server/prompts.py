@@ -49,22 +49,22 @@ class Prompts:
 
     def user_message(self, question: str, evidence: str | None = None) -> str:
         """The first user turn: the question and, when given, its evidence note."""
-        # Plain replacement, not str.format: a template may hold literal braces (JSON examples).
         template = self.user_template
         if evidence and "{evidence}" not in template:
             template += EVIDENCE_TEMPLATE
-        return template.replace("{question}", question).replace("{evidence}", evidence or "")
+        fields = _Fields(question=question, evidence=evidence or "")
+        try:
+            return template.format_map(fields)  # as the reference loop's str.format does, `{{` included
+        except (ValueError, IndexError):
+            # A lone brace (a JSON example written without doubling) is not a format string: replace plainly.
+            return template.replace("{question}", question).replace("{evidence}", evidence or "")
 
 
-def _literal_string(node: ast.expr) -> str | None:
-    """The value of a string literal (implicit concatenation is one Constant in the AST)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _literal_string(node.left), _literal_string(node.right)
-        if left is not None and right is not None:
-            return left + right
-    return None
+class _Fields(dict):
+    """Format fields that leave unknown placeholders as written."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
 
 
 def read_reference_prompts(path: Path) -> dict[str, str]:
@@ -78,12 +78,12 @@ def read_reference_prompts(path: Path) -> dict[str, str]:
             targets, value = [node.target], node.value
         else:
             continue
-        text = _literal_string(value)
-        if text is None:
+        # Implicit concatenation ("a" "b", also parenthesised) parses as one Constant.
+        if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
             continue
         for target in targets:
             if isinstance(target, ast.Name):
-                found[target.id] = text
+                found[target.id] = value.value
     return found
 
 

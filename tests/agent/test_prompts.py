@@ -43,6 +43,9 @@ def test_defaults_describe_the_eight_tools_and_the_reply_format():
     assert '{"tool": "<tool name>", "args": {<arguments>}}' in SYSTEM_PROMPT and "SQLite" in SYSTEM_PROMPT
     assert Prompts().user_message("How many?") == "Question: How many?"
     assert Prompts().user_message("How many?", "x means y") == "Question: How many?\nEvidence: x means y"
+    formatted = Prompts(user_template='Q: {question} {{"tool": ...}} {db}').user_message("Why {x}?")
+    assert formatted == 'Q: Why {x}? {"tool": ...} {db}'
+    assert Prompts(user_template='Q: {question} {"tool"}').user_message("Why?") == 'Q: Why? {"tool"}'
 
 
 def test_reference_prompts_are_parsed_not_executed(tmp_path):
