@@ -228,7 +228,7 @@ class Session:
                 break
         generated = self._generated.tolist()
         starts = self._start.tolist()
-        outputs = self._out.cpu()
+        outputs = self._out[:, : max(generated)].cpu()
         result = []
         for r in rows:
             tokens = outputs[r, : generated[r]].tolist()
@@ -265,13 +265,17 @@ class Session:
             self._tokens.copy_(torch.where(was_active, new, self._tokens))
             self._active.copy_(was_active & ~torch.isin(new, stop) & (self._generated < self._limit))
 
+        entry = (step, noise, stop)
         if self.engine.cuda_graph:
             # Captured with every row sitting out, so the warm-up runs change no state.
             self._active.zero_()
-            captured = CapturedStep(step, pool=self.engine.graph_pool)
-            entry = (captured, noise, stop)
-        else:
-            entry = (step, noise, stop)
+            try:
+                entry = (CapturedStep(step, pool=self.engine.graph_pool), noise, stop)
+            except RuntimeError as error:
+                log.warning(
+                    "decode step could not be captured as a CUDA graph, running it eagerly: %s", error
+                )
+                self.engine.cuda_graph = False
         self._graphs[key] = entry
         return entry
 

@@ -170,9 +170,12 @@ class Qwen35Model:
         )
         # q_proj holds, per head, the query followed by its output gate.
         query, gate = query_gate.view(batch, length, c.num_attention_heads, 2 * c.head_dim).chunk(2, dim=-1)
-        query = kernels.rms_norm(query, w[p + "q_norm.weight"], c.rms_norm_eps)
+        # The kernels take densely packed inputs; these copies are small next to the projections.
+        query = kernels.rms_norm(query.contiguous(), w[p + "q_norm.weight"], c.rms_norm_eps)
         key = kernels.rms_norm(
-            key.view(batch, length, c.num_key_value_heads, c.head_dim), w[p + "k_norm.weight"], c.rms_norm_eps
+            key.reshape(batch, length, c.num_key_value_heads, c.head_dim).contiguous(),
+            w[p + "k_norm.weight"],
+            c.rms_norm_eps,
         )
         query = kernels.rotary_embedding(query, positions, self.inv_freq)
         key = kernels.rotary_embedding(key, positions, self.inv_freq)
@@ -208,9 +211,9 @@ class Qwen35Model:
         if active is not None:
             conv_state.copy_(torch.where(active[:, None, None], conv_state, saved_conv))
         query, key, value = mixed.split((c.linear_key_dim, c.linear_key_dim, c.linear_value_dim), -1)
-        query = query.reshape(batch, length, c.linear_num_key_heads, c.linear_key_head_dim)
-        key = key.reshape(batch, length, c.linear_num_key_heads, c.linear_key_head_dim)
-        value = value.reshape(batch, length, heads, c.linear_value_head_dim)
+        query = query.reshape(batch, length, c.linear_num_key_heads, c.linear_key_head_dim).contiguous()
+        key = key.reshape(batch, length, c.linear_num_key_heads, c.linear_key_head_dim).contiguous()
+        value = value.reshape(batch, length, heads, c.linear_value_head_dim).contiguous()
         out = kernels.gated_delta_rule(
             query,
             key,
@@ -221,6 +224,6 @@ class Qwen35Model:
             w[p + "dt_bias"],
             recurrent_state,
         )
-        z = z.reshape(batch, length, heads, c.linear_value_head_dim)
+        z = z.reshape(batch, length, heads, c.linear_value_head_dim).contiguous()
         out = kernels.gated_rms_norm(out, z, w[p + "norm.weight"], c.rms_norm_eps)
         return F.linear(out.reshape(batch, length, c.linear_value_dim), w[p + "out_proj.weight"])
