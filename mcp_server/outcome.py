@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from dbtools.engines import Database, QueryResult
@@ -53,7 +54,9 @@ def conclude(episode: Episode, db: Database, max_rows: int) -> EpisodeOutcome:
         attempts.append((episode.last_good_sql, "fallback"))
     first_failure = None
     for sql_sqlite, ending in attempts:
+        started = time.perf_counter()
         sql, result, error = _run(db, sql_sqlite, max_rows)
+        trace.final_db_ms += (time.perf_counter() - started) * 1000
         if error is None:
             return EpisodeOutcome(
                 ending=ending,

@@ -46,6 +46,7 @@ class EpisodeTrace:
     length: int = 0
     limit: str | None = None  # what ended exploration: rounds, failed_queries, tokens, or None
     final_sql_source: str | None = None  # the model's final SQL before any fallback
+    final_db_ms: float = 0.0  # running the final SQL (and its fallback)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -103,6 +103,7 @@ def test_broken_final_answer_falls_back_to_the_last_good_query(db, tokenizer):
     assert answer.ending == "fallback"
     assert answer.to_dict()["rows"] == [[3]]
     assert answer.chosen.trace.final_sql_source == "SELECT broken FROM nowhere_at_all"
+    assert answer.chosen.trace.final_db_ms > 0
 
 
 def test_four_failed_queries_in_a_row_end_exploration(db, tokenizer):
