@@ -132,7 +132,7 @@ class ValueIndex:
         self.build_timeout_s = build_timeout_s
         self.workers = max(1, workers)
         self.progress = progress
-        self._refresh_lock = threading.Lock()
+        self._refresh_lock = threading.RLock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._open_store()
 
@@ -195,10 +195,16 @@ class ValueIndex:
 
     def ensure_fresh(self) -> None:
         """Refresh when the index was never built or was last checked more than `max_age_s` ago."""
+        if self._is_stale():
+            with self._refresh_lock:
+                # Callers that waited here while another thread refreshed find the index fresh now.
+                if self._is_stale():
+                    self.refresh()
+
+    def _is_stale(self) -> bool:
         with closing(self._connect()) as conn:
             checked_at = self._meta(conn, "checked_at")
-        if checked_at is None or time.time() - float(checked_at) > self.max_age_s:
-            self.refresh()
+        return checked_at is None or time.time() - float(checked_at) > self.max_age_s
 
     def _index_tables(
         self, conn: sqlite3.Connection, tables: list[TableInfo], markers: dict[str, str]

@@ -7,6 +7,7 @@ import shutil
 import sqlite3
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
@@ -199,3 +200,17 @@ def test_postgres_refresh_reindexes_only_the_changed_table(pg_demo_dsn, tmp_path
     assert report.indexed == ["tags"]
     assert value_index.search("qwertzuiop")[0].table == "tags"
     db.close()
+
+
+def test_concurrent_first_searches_build_the_index_once(small_demo, tmp_path):
+    db = open_database(str(small_demo))
+    value_index = ValueIndex(db, index_path=tmp_path / "shared.sqlite", progress=False)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: value_index.search("Germany")[0].table, range(4)))
+    assert results == ["countries"] * 4
+    with sqlite3.connect(value_index.path) as conn:
+        per_column = conn.execute(
+            "SELECT count(*), count(DISTINCT table_name || '.' || column_name) FROM indexed_columns"
+        ).fetchone()
+        assert per_column[0] == per_column[1]  # every column indexed once
+        assert conn.execute("SELECT count(*) FROM vals WHERE value = 'Germany'").fetchone()[0] == 1
