@@ -149,7 +149,7 @@ def test_index_lives_in_the_cache_dir_and_never_writes_the_database(small_demo, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "readonly.sqlite"]
 
 
-def test_refresh_reindexes_changed_tables_only_when_needed(small_demo, tmp_path):
+def test_refresh_reindexes_after_a_change_and_not_without_one(small_demo, tmp_path):
     copy = tmp_path / "writable.sqlite"
     shutil.copy(small_demo, copy)
     db = open_database(str(copy))
