@@ -97,7 +97,7 @@ async def test_ask_database_returns_sql_rows_trace_and_progress(shop_db):
     assert answer["sql_dialect"] == shop_db.dialect
     assert answer["trace"][0] == "round 1: list_tables {}"
     assert len(answer["trace"]) == 3
-    assert [p[0] for p in progress] == [1, 2] and progress[0][1] == 6
+    assert [p[0] for p in progress] == [1, 2] and progress[0][1] == progress[1][1] >= 6
     assert "2 tool calls" in progress[0][2]
     body = fenced_body(result.content[0].text)
     assert "pending | 6" in body and "GROUP BY status" in body

@@ -59,7 +59,7 @@ def test_ask_on_a_tiny_local_model(sqlite_dsn, tiny_model_dir, cache_dir):
         "--device",
         "cpu",
         "--token-budget",
-        "768",
+        "448",
     )
     as_table = run_cli(*args, SQLSCOUT_CACHE_DIR=str(cache_dir))
     assert as_table.returncode == 0, as_table.stderr

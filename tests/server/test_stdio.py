@@ -61,7 +61,7 @@ async def test_ask_database_on_a_tiny_local_model(sqlite_dsn, tiny_model_dir, ca
         "--device",
         "cpu",
         "--token-budget",
-        "768",
+        "448",
         SQLSCOUT_CACHE_DIR=str(cache_dir),
     ) as client:
         result = await client.call_tool(
@@ -70,9 +70,10 @@ async def test_ask_database_on_a_tiny_local_model(sqlite_dsn, tiny_model_dir, ca
         after = await client.call_tool("run_query", {"sql": "SELECT 1 AS one"})
     assert not result.is_error, result.content[0].text
     answer = result.structured_content
-    # A random model writes no usable SQL; the episode still runs every round to its end.
+    # A random model writes no usable SQL; the episode still ends in a structured answer.
     assert answer["ending"] in {"submit_sql", "answer", "forced_answer", "fallback", "no_sql"}
     assert answer["sql_dialect"] == "sqlite"
-    assert progress and all(total == 6 for _, total in progress)
-    assert [done for done, _ in progress] == sorted(done for done, _ in progress)
+    assert progress and len({total for _, total in progress}) == 1
+    assert [done for done, _ in progress] == list(range(1, len(progress) + 1))
+    assert progress[-1][0] <= progress[-1][1]
     assert after.structured_content["rows"] == [[1]]
