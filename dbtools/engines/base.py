@@ -97,7 +97,8 @@ def cell_text(value: object) -> str:
     return str(value)
 
 
-def _lookup(by_name: dict, name: str):
+def _lookup(by_name: dict, name: str) -> object | None:
+    """Exact match first, then the one case-insensitive match (None when there are several)."""
     if name in by_name:
         return by_name[name]
     lowered = name.lower()
@@ -117,7 +118,9 @@ def _closest_hint(name: str, candidates: Sequence[str], kind: str) -> str:
 
 
 @dataclass
-class _Caps:
+class ResultCaps:
+    """Collects a result's rows up to the row cap and the character cap, and says why it stopped."""
+
     max_rows: int
     max_chars: int
     collected: list[tuple] = field(default_factory=list)
@@ -168,7 +171,7 @@ class Database(ABC):
             check_query(sql, self.dialect)
         except UnparsableQueryError as exc:
             raise QueryError(self._compile_error(sql) or str(exc)) from None
-        caps = _Caps(max_rows or self.max_rows, self.max_chars)
+        caps = ResultCaps(max_rows or self.max_rows, self.max_chars)
         started = time.perf_counter()
         columns = self._run_capped(sql, caps, timeout_s or self.timeout_s)
         elapsed_ms = (time.perf_counter() - started) * 1000
@@ -183,7 +186,7 @@ class Database(ABC):
         )
 
     @abstractmethod
-    def _run_capped(self, sql: str, caps: _Caps, timeout_s: float) -> list[str]:
+    def _run_capped(self, sql: str, caps: ResultCaps, timeout_s: float) -> list[str]:
         """Run a validated statement, feed rows to `caps` until it refuses one; return the column names."""
 
     @abstractmethod

@@ -12,7 +12,7 @@ from psycopg import errors as pg_errors
 from psycopg.pq import ExecStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from dbtools.engines.base import ColumnInfo, Database, ForeignKey, TableInfo, _Caps
+from dbtools.engines.base import ColumnInfo, Database, ForeignKey, ResultCaps, TableInfo
 from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError
 
 logger = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ class PostgresDatabase(Database):
                 ) from None
             raise QueryError(_engine_message(exc)) from None
 
-    def _run_capped(self, sql: str, caps: _Caps, timeout_s: float) -> list[str]:
+    def _run_capped(self, sql: str, caps: ResultCaps, timeout_s: float) -> list[str]:
         with self._transaction(timeout_s) as conn, conn.cursor() as cursor:
             # stream() always uses the extended protocol: one statement, never a script.
             rows = cursor.stream(sql)

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote as url_quote
 
-from dbtools.engines.base import ColumnInfo, Database, ForeignKey, TableInfo, _Caps
+from dbtools.engines.base import ColumnInfo, Database, ForeignKey, ResultCaps, TableInfo
 from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError
 from dbtools.safety import denied_function_reason
 
@@ -99,7 +99,7 @@ class SQLiteDatabase(Database):
         except sqlite3.Error as exc:
             raise QueryError(str(exc)) from None
 
-    def _run_capped(self, sql: str, caps: _Caps, timeout_s: float) -> list[str]:
+    def _run_capped(self, sql: str, caps: ResultCaps, timeout_s: float) -> list[str]:
         with self._connect(timeout_s=timeout_s) as conn, self._errors(timeout_s):
             cursor = conn.execute(sql)
             columns = [d[0] for d in cursor.description or ()]
