@@ -14,7 +14,7 @@ from mcp_server.agent_errors import AgentCancelled
 from mcp_server.episode import Episode, EpisodeLimits
 from mcp_server.metrics import episode_metrics
 from mcp_server.outcome import EpisodeOutcome, conclude, dialect_fields
-from mcp_server.policies.base import Policy
+from mcp_server.policies.base import Policy, PolicyRun
 from mcp_server.voting import vote
 from model.sampling import SamplingParams
 
@@ -142,7 +142,15 @@ class Agent:
             elapsed_s=time.perf_counter() - started,
         )
 
-    def _advance(self, run, episodes, prompt_tokens, config, on_round, cancel) -> None:
+    def _advance(
+        self,
+        run: PolicyRun,
+        episodes: list[Episode],
+        prompt_tokens: int,
+        config: AgentConfig,
+        on_round: Callable[[RoundEvent], None] | None,
+        cancel: threading.Event | None,
+    ) -> None:
         """Lockstep rounds: append each running episode's next turn, complete them together, apply."""
         appended = {e.row: prompt_tokens for e in episodes}
         round_index = 0

@@ -65,6 +65,9 @@ class Episode:
         """Apply one completion; returns the names of the tools it ran."""
         self.transcript += completion.raw
         self.trace.generated_tokens += completion.tokens
+        if not self.trace.rounds:
+            # Measured after the reply: exact even where the policy could only estimate the prompt's length.
+            appended_tokens = self.trace.prompt_tokens = run.length(self.row) - completion.tokens
         reply = parse_reply(completion.text, thinking_open=self.chat.thinking_open)
         record = RoundRecord(
             index=len(self.trace.rounds) + 1,

@@ -105,6 +105,7 @@ def test_episode_over_http_with_a_retry_after_a_server_error(sqlite_db):
     assert retried["max_tokens"] == 12288 - (400 + 12) - -(-appended // 3)
     trace = answer.chosen.trace
     assert trace.generated_tokens == 32 and [r.generated_tokens for r in trace.rounds] == [12, 20]
+    assert trace.prompt_tokens == 400 and trace.length == 460 + 20
 
 
 def test_samples_send_concurrent_requests(sqlite_db):
