@@ -21,12 +21,14 @@ _USER_SCHEMAS = (
     "n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%' "
     "AND n.nspname NOT LIKE 'pg\\_temp\\_%'"
 )
+# Only relations the role may read: the rest would only lead the model into "permission denied".
 _RELATIONS_SQL = f"""
 SELECT c.oid, n.nspname, c.relname, quote_ident(n.nspname), quote_ident(c.relname), c.relkind,
        obj_description(c.oid, 'pg_class'), c.reltuples::bigint,
        CASE WHEN c.relkind IN ('v', 'm') THEN pg_get_viewdef(c.oid) END
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT c.relispartition AND {_USER_SCHEMAS}
+  AND has_schema_privilege(n.oid, 'USAGE') AND has_any_column_privilege(c.oid, 'SELECT')
 ORDER BY n.nspname <> 'public', n.nspname, c.relname
 """
 _COLUMNS_SQL = """
@@ -82,9 +84,18 @@ class PostgresDatabase(Database):
         connect_args = {"connect_timeout": max(1, round(connect_timeout_s)), "application_name": "sqlscout"}
         try:
             # One direct attempt first: the pool only reports a timeout, libpq says what went wrong.
-            psycopg.connect(conninfo, **connect_args).close()
+            with psycopg.connect(conninfo, **connect_args) as probe:
+                superuser = probe.info.parameter_status("is_superuser") == "on"
+                role = probe.info.user
         except psycopg.Error as exc:
             raise ConnectionFailedError(f"cannot connect to {display_name}: {_first_line(exc)}") from None
+        if superuser:
+            logger.warning(
+                "connected to %s as superuser %r: read-only transactions hold, but a superuser can read every "
+                "catalog and file the server exposes; connect as a SELECT-only role",
+                display_name,
+                role,
+            )
         self._oids: dict[str, int] = {}
         self._pool = ConnectionPool(
             conninfo,

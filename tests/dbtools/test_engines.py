@@ -10,7 +10,7 @@ import pytest
 
 from dbtools.engines import ColumnInfo, ForeignKey, PostgresDatabase, SQLiteDatabase, open_database
 from dbtools.engines.dsn import parse_dsn
-from dbtools.errors import ConnectionFailedError, UnknownObjectError
+from dbtools.errors import ConnectionFailedError, QueryError, UnknownObjectError
 from tests.dbtools.fixture_schema import COMMON_TABLES, build_sqlite
 
 
@@ -191,3 +191,29 @@ def test_bad_credentials_and_unknown_database_are_clear_errors(pg_server_dsn):
         open_database(f"postgresql://nobody:wrong@{server}/postgres")
     with pytest.raises(ConnectionFailedError, match='database "no_such_db" does not exist'):
         open_database(f"postgresql://postgres@{server}/no_such_db")
+
+
+@pytest.mark.postgres
+def test_a_select_only_role_sees_only_what_it_may_read(postgres_dsn, monkeypatch):
+    """The real boundary is the role: granted tables are listed and readable, the server's files are not."""
+    import uuid
+
+    import dbtools.engines.base
+
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    try:
+        db = open_database(postgres_dsn.replace("postgres@", f"{role}@", 1))
+        names = {t.name for t in db.tables()}
+        assert "users" in names and "sales.invoices" not in names
+        assert db.query("SELECT count(*) FROM users").rows == [(30,)]
+        monkeypatch.setattr(dbtools.engines.base, "check_query", lambda sql, dialect: None)
+        with pytest.raises(QueryError, match="permission denied"):
+            db.query("SELECT pg_read_file('/etc/hostname')")
+        db.close()
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
