@@ -6,6 +6,9 @@ import anyio
 import pytest
 from mcp import Client
 
+from dbtools.engines import open_database
+from mcp_server.server import build_server
+from mcp_server.settings import Settings
 from tests.server.conftest import CUSTOMERS, INJECTION, ORDERS, fenced_body
 
 pytestmark = pytest.mark.anyio
@@ -101,6 +104,22 @@ async def test_run_query_results_caps_and_errors(shop_server):
     assert stacked.is_error
     assert invalid.is_error and "nosuchcolumn" in fenced_body(invalid.content[0].text)
     assert still_there.structured_content["rows"] == [[len(ORDERS)]]
+
+
+async def test_a_slow_query_is_cancelled_at_the_timeout(shop_dsn):
+    settings = Settings(timeout=0.5)
+    with open_database(shop_dsn, timeout_s=settings.timeout) as db:
+        async with Client(build_server(settings, db)) as client:
+            slow = await client.call_tool(
+                "run_query",
+                {
+                    "sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL "
+                    "SELECT x + 1 FROM c) SELECT COUNT(*) FROM c"
+                },
+            )
+            after = await client.call_tool("run_query", {"sql": "SELECT 2 AS two"})
+    assert slow.is_error and "QueryTimeoutError" in slow.content[0].text
+    assert after.structured_content["rows"] == [[2]]
 
 
 async def test_bad_arguments_are_reported_and_the_server_keeps_serving(shop_server):
