@@ -75,6 +75,33 @@ async def test_unknown_table_names_the_close_matches(shop_server):
             assert "customers" in fenced_body(result.content[0].text)
 
 
+async def test_search_schema_ranks_tables_and_columns(shop_server):
+    async with Client(shop_server) as client:
+        result = await client.call_tool("search_schema", {"keywords": "product price", "limit": 3})
+    matches = result.structured_content["matches"]
+    assert len(matches) <= 3
+    assert ("products", "price") in {(m["table"], m["column"]) for m in matches}
+    assert "products" in fenced_body(result.content[0].text)
+
+
+async def test_search_values_finds_spellings_and_narrows(shop_server):
+    async with Client(shop_server) as client:
+        anywhere = await client.call_tool("search_values", {"text": "LONDON"})
+        narrowed = await client.call_tool(
+            "search_values", {"text": "ship", "table": "orders", "column": "status"}
+        )
+        column_only = await client.call_tool("search_values", {"text": "x", "column": "status"})
+        unknown = await client.call_tool("search_values", {"text": "x", "table": "ordrs"})
+    best = anywhere.structured_content["matches"][0]
+    assert (best["table"], best["column"], best["values"]) == ("customers", "city", ["London"])
+    assert best["match_type"] == "case_insensitive" and best["matching_rows"] == 2
+    assert [(m["column"], m["values"]) for m in narrowed.structured_content["matches"]] == [
+        ("status", ["shipped"])
+    ]
+    assert column_only.is_error and "give the table" in column_only.content[0].text
+    assert unknown.is_error and "orders" in fenced_body(unknown.content[0].text)
+
+
 async def test_sample_rows_and_the_fence_holds_against_injected_text(shop_server):
     async with Client(shop_server) as client:
         result = await client.call_tool("sample_rows", {"table": "customers", "limit": 3})
