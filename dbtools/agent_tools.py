@@ -53,6 +53,15 @@ class ToolOutput:
     error: str | None = None  # set when the call failed; text then carries the message
     result: QueryResult | None = None  # run_query / submit_sql / sample_rows / distinct_values when SQL ran
 
+    def to_dict(self) -> dict:
+        """JSON-ready form, the result included."""
+        return {
+            "text": self.text,
+            "tables": list(self.tables),
+            "error": self.error,
+            "result": self.result.to_dict() if self.result else None,
+        }
+
 
 class _BadArguments(Exception):
     """The model's arguments do not fit the tool."""

@@ -13,6 +13,8 @@ from dbtools.agent_tools import AgentToolbox
 from dbtools.engines import Database, QueryResult, open_database
 from dbtools.engines.base import cell_text
 from dbtools.errors import DatabaseToolError
+from dbtools.schema_search import search_schema
+from dbtools.value_search import ValueIndex
 
 _TOOL_HELP = {
     "list_tables": "every table name",
@@ -89,6 +91,11 @@ def _common_options(suppress: bool) -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="log level on stderr (env SQLSCOUT_LOG_LEVEL; default WARNING)",
     )
+    parser.add_argument(
+        "--cache-dir",
+        default=default(os.environ.get("SQLSCOUT_CACHE_DIR")),
+        help="where the demo database and value indexes live (env SQLSCOUT_CACHE_DIR; default ~/.cache/sqlscout)",
+    )
     return parser
 
 
@@ -140,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     # sqlglot warns about every statement it cannot parse; the refusal message already says why.
     logging.getLogger("sqlglot").setLevel(logging.ERROR)
+    if args.cache_dir:
+        os.environ["SQLSCOUT_CACHE_DIR"] = args.cache_dir  # read by the demo database and the value index
     if getattr(args, "sql", None) == "-":
         args.sql = sys.stdin.read()
     try:
@@ -178,34 +187,19 @@ def _run(db: Database, args: argparse.Namespace) -> int:
     }
     output = AgentToolbox(db).call(args.tool, tool_args)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "tool": args.tool,
-                    "text": output.text,
-                    "tables": list(output.tables),
-                    "error": output.error,
-                    "result": output.result.to_dict() if output.result else None,
-                },
-                indent=2,
-            )
-        )
+        print(json.dumps(output.to_dict(), indent=2))
     elif output.error is None:
         print(output.text)
-    else:
+    if output.error is not None:
         print(f"error: {output.error}", file=sys.stderr)
-    return 0 if output.error is None else 1
+        return 1
+    return 0
 
 
 def _search(db: Database, args: argparse.Namespace) -> list:
     if args.tool == "search_schema":
-        from dbtools.schema_search import search_schema
-
         return search_schema(db, args.keywords, limit=args.limit)
-    from dbtools.value_search import ValueIndex
-
-    index = ValueIndex(db)
-    return index.search(
+    return ValueIndex(db).search(
         args.text, table=args.table, column=args.column, limit=args.limit, fuzzy=not args.no_fuzzy
     )
 

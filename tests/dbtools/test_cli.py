@@ -128,3 +128,21 @@ def test_cli_on_postgres(postgres_dsn):
         "--dsn", postgres_dsn, "run_query", 'SELECT "userId" FROM "AlertLogs" WHERE id = 2', "--json"
     )
     assert json.loads(done.stdout)["result"]["rows"] == [[5]]
+
+
+def test_json_errors_go_to_stdout_as_json_and_to_stderr_as_text(sqlite_dsn):
+    done = run_cli("--dsn", sqlite_dsn, "--json", "describe_table", "custmers")
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["error"].startswith('no table named "custmers"')
+    assert done.stderr.startswith('error: no table named "custmers"')
+
+
+def test_search_values_and_search_schema(sqlite_dsn, tmp_path):
+    env = {"SQLSCOUT_DSN": sqlite_dsn}
+    done = run_cli("search_values", "germany", "--cache-dir", str(tmp_path), "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    best = json.loads(done.stdout)[0]
+    assert (best["table"], best["column"], best["values"]) == ("countries", "name", ["Germany"])
+    assert list(tmp_path.iterdir())  # the value index went to the cache directory given
+    done = run_cli("search_schema", "country", "code", env={**env, "SQLSCOUT_CACHE_DIR": str(tmp_path)})
+    assert done.returncode == 0 and "customers.country_code" in done.stdout
