@@ -169,8 +169,12 @@ class Database(ABC):
         """Validate `sql` with the read-only policy, then run it read-only under the timeout and caps."""
         try:
             check_query(sql, self.dialect)
-        except UnparsableQueryError as exc:
-            raise QueryError(self._compile_error(sql) or str(exc)) from None
+        except UnparsableQueryError:
+            # The engine's own message says what is wrong; text only the engine understands stays refused.
+            engine_message = self._compile_error(sql)
+            if engine_message:
+                raise QueryError(engine_message) from None
+            raise
         caps = ResultCaps(max_rows or self.max_rows, self.max_chars)
         started = time.perf_counter()
         columns = self._run_capped(sql, caps, timeout_s or self.timeout_s)

@@ -46,3 +46,18 @@ def db(dsn):
     database = open_database(dsn, timeout_s=5.0)
     yield database
     database.close()
+
+
+@pytest.fixture
+def open_db():
+    """open_database for tests that need their own options; everything opened is closed at teardown."""
+    opened = []
+
+    def factory(dsn: str | None, **options):
+        database = open_database(dsn, **options)
+        opened.append(database)
+        return database
+
+    yield factory
+    for database in opened:
+        database.close()

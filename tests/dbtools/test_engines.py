@@ -41,18 +41,17 @@ def test_parse_dsn_rejects_what_it_cannot_open(dsn):
         parse_dsn(dsn)
 
 
-def test_open_database_picks_the_engine(dsn, engine):
-    db = open_database(dsn)
+def test_open_database_picks_the_engine(dsn, engine, open_db):
+    db = open_db(dsn)
     assert isinstance(db, SQLiteDatabase if engine == "sqlite" else PostgresDatabase)
     assert db.dialect == engine
-    db.close()
 
 
-def test_no_dsn_opens_the_bundled_demo_database(sqlite_dsn, monkeypatch):
+def test_no_dsn_opens_the_bundled_demo_database(sqlite_dsn, monkeypatch, open_db):
     import dbtools.demo
 
     monkeypatch.setattr(dbtools.demo, "default_demo_path", lambda: sqlite_dsn)
-    db = open_database(None)
+    db = open_db(None)
     assert isinstance(db, SQLiteDatabase) and str(db.path) == sqlite_dsn
 
 
@@ -78,8 +77,8 @@ def test_tables_report_columns_keys_and_foreign_keys(db, engine):
 
 
 @pytest.mark.postgres
-def test_postgres_reports_every_schema_comments_and_estimates(postgres_dsn):
-    db = open_database(postgres_dsn)
+def test_postgres_reports_every_schema_comments_and_estimates(postgres_dsn, open_db):
+    db = open_db(postgres_dsn)
     tables = {t.name: t for t in db.tables()}
     assert "sales.invoices" in tables
     assert tables["sales.invoices"].foreign_keys == (ForeignKey(("order_id",), "orders", ("id",)),)
@@ -87,7 +86,6 @@ def test_postgres_reports_every_schema_comments_and_estimates(postgres_dsn):
     assert customers.comment == "People and companies who order"
     assert customers.columns[2] == ColumnInfo("country_code", "text", True, False, "ISO 3166 alpha-2 code")
     assert tables["users"].row_estimate == 30  # ANALYZE ran when the fixture was built
-    db.close()
 
 
 def test_table_lookup_is_case_insensitive_and_names_close_matches(db):
@@ -103,11 +101,10 @@ def test_table_lookup_is_case_insensitive_and_names_close_matches(db):
 
 
 @pytest.mark.postgres
-def test_postgres_accepts_public_qualified_names(postgres_dsn):
-    db = open_database(postgres_dsn)
+def test_postgres_accepts_public_qualified_names(postgres_dsn, open_db):
+    db = open_db(postgres_dsn)
     assert db.table("public.users").name == "users"
     assert db.table("SALES.Invoices").name == "sales.invoices"
-    db.close()
 
 
 def test_quote_handles_spaces_quotes_keywords_and_schemas(db, engine):
@@ -118,10 +115,10 @@ def test_quote_handles_spaces_quotes_keywords_and_schemas(db, engine):
         assert db.quote("sales.invoices") == '"sales"."invoices"'
 
 
-def test_fingerprint_changes_when_rows_change(tmp_path):
+def test_fingerprint_changes_when_rows_change(tmp_path, open_db):
     path = tmp_path / "live.sqlite"
     build_sqlite(str(path))
-    db = open_database(str(path))
+    db = open_db(str(path))
     before = db.fingerprint("users")
     assert db.fingerprint("users") == before
     with sqlite3.connect(path) as conn:
@@ -133,10 +130,10 @@ def test_fingerprint_changes_when_rows_change(tmp_path):
     assert db.fingerprint("users") not in (before, after_update)
 
 
-def test_catalog_follows_schema_changes(tmp_path):
+def test_catalog_follows_schema_changes(tmp_path, open_db):
     path = tmp_path / "live.sqlite"
     build_sqlite(str(path))
-    db = open_database(str(path))
+    db = open_db(str(path))
     assert "late_table" not in {t.name for t in db.tables()}
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE late_table (id INTEGER PRIMARY KEY, user_id INTEGER REFERENCES users(id))")
@@ -144,8 +141,8 @@ def test_catalog_follows_schema_changes(tmp_path):
 
 
 @pytest.mark.postgres
-def test_postgres_catalog_and_fingerprint_follow_changes(postgres_dsn):
-    db = open_database(postgres_dsn)
+def test_postgres_catalog_and_fingerprint_follow_changes(postgres_dsn, open_db):
+    db = open_db(postgres_dsn)
     before = db.fingerprint("products")
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE late_table (id INTEGER PRIMARY KEY)")
@@ -160,7 +157,6 @@ def test_postgres_catalog_and_fingerprint_follow_changes(postgres_dsn):
         with psycopg.connect(postgres_dsn, autocommit=True) as conn:
             conn.execute("DROP TABLE late_table")
             conn.execute("DELETE FROM products WHERE id >= 1000")
-        db.close()
 
 
 def test_missing_or_broken_sqlite_files_fail_clearly(tmp_path):
@@ -172,7 +168,7 @@ def test_missing_or_broken_sqlite_files_fail_clearly(tmp_path):
         open_database(str(junk))
 
 
-def test_unreachable_server_is_one_clear_error():
+def test_unreachable_server_is_one_clear_error(open_db):
     import socket
 
     with socket.socket() as s:
@@ -181,7 +177,7 @@ def test_unreachable_server_is_one_clear_error():
     with pytest.raises(
         ConnectionFailedError, match=f"cannot connect to postgresql://u:\\*\\*\\*@127.0.0.1:{port}/db"
     ):
-        open_database(f"postgresql://u:pw@127.0.0.1:{port}/db")
+        open_db(f"postgresql://u:pw@127.0.0.1:{port}/db")
 
 
 @pytest.mark.postgres
@@ -194,7 +190,7 @@ def test_bad_credentials_and_unknown_database_are_clear_errors(pg_server_dsn):
 
 
 @pytest.mark.postgres
-def test_a_select_only_role_sees_only_what_it_may_read(postgres_dsn, monkeypatch):
+def test_a_select_only_role_sees_only_what_it_may_read(postgres_dsn, monkeypatch, open_db):
     """The real boundary is the role: granted tables are listed and readable, the server's files are not."""
     import uuid
 
@@ -205,14 +201,13 @@ def test_a_select_only_role_sees_only_what_it_may_read(postgres_dsn, monkeypatch
         conn.execute(f"CREATE ROLE {role} LOGIN")
         conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
     try:
-        db = open_database(postgres_dsn.replace("postgres@", f"{role}@", 1))
+        db = open_db(postgres_dsn.replace("postgres@", f"{role}@", 1))
         names = {t.name for t in db.tables()}
         assert "users" in names and "sales.invoices" not in names
         assert db.query("SELECT count(*) FROM users").rows == [(30,)]
         monkeypatch.setattr(dbtools.engines.base, "check_query", lambda sql, dialect: None)
         with pytest.raises(QueryError, match="permission denied"):
             db.query("SELECT pg_read_file('/etc/hostname')")
-        db.close()
     finally:
         with psycopg.connect(postgres_dsn, autocommit=True) as conn:
             conn.execute(f"DROP OWNED BY {role}")

@@ -7,7 +7,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from dbtools.agent_tools import AgentToolbox
-from dbtools.engines import open_database
 from dbtools.errors import QueryTimeoutError
 
 SLOW_QUERY = {
@@ -17,15 +16,14 @@ SLOW_QUERY = {
 GRACE_S = 3.0  # cancellation is asynchronous; this only bounds "near the timeout" loosely
 
 
-def test_slow_query_is_cancelled_near_its_timeout(dsn, engine):
-    db = open_database(dsn, timeout_s=0.5)
+def test_slow_query_is_cancelled_near_its_timeout(dsn, engine, open_db):
+    db = open_db(dsn, timeout_s=0.5)
     with pytest.raises(QueryTimeoutError) as cancelled:
         db.query(SLOW_QUERY[engine])
     elapsed = cancelled.value.elapsed_s
     assert 0.5 <= elapsed < 0.5 + GRACE_S
     assert f"cancelled after {elapsed:.1f} s (timeout 0.5 s)" in str(cancelled.value)
     assert db.query("SELECT count(*) FROM users").rows == [(30,)]  # the database is usable afterwards
-    db.close()
 
 
 def test_per_call_timeout_overrides_the_default(db, engine):
@@ -40,15 +38,14 @@ def test_stream_is_cancelled_at_its_timeout(db, engine):
         list(db.stream(SLOW_QUERY[engine], timeout_s=0.3))
 
 
-def test_run_query_reports_the_timeout_as_its_message(dsn, engine):
-    db = open_database(dsn, timeout_s=0.4)
+def test_run_query_reports_the_timeout_as_its_message(dsn, engine, open_db):
+    db = open_db(dsn, timeout_s=0.4)
     output = AgentToolbox(db).call("run_query", {"sql": SLOW_QUERY[engine]})
     assert output.error is not None and output.text.startswith("query cancelled after ")
-    db.close()
 
 
-def test_row_cap_truncates_and_says_so(dsn):
-    db = open_database(dsn, max_rows=7)
+def test_row_cap_truncates_and_says_so(dsn, open_db):
+    db = open_db(dsn, max_rows=7)
     capped = db.query("SELECT id FROM users ORDER BY id")
     assert capped.rows == [(i,) for i in range(1, 8)]
     assert capped.truncated and capped.row_count == 7
@@ -56,26 +53,23 @@ def test_row_cap_truncates_and_says_so(dsn):
     exact = db.query("SELECT id FROM users WHERE id <= 7")
     assert exact.row_count == 7 and not exact.truncated and exact.truncation is None
     assert db.query("SELECT id FROM users", max_rows=3).row_count == 3
-    db.close()
 
 
-def test_character_cap_truncates_and_says_so(dsn):
-    db = open_database(dsn, max_chars=10_000)
+def test_character_cap_truncates_and_says_so(dsn, open_db):
+    db = open_db(dsn, max_chars=10_000)
     result = db.query("SELECT id, body FROM big_text ORDER BY id")
     assert result.truncated and 1 <= result.row_count < 100
     assert sum(len(str(i)) + 3 + len(body) + 1 for i, body in result.rows) <= 10_000
     assert [r[0] for r in result.rows] == list(range(1, result.row_count + 1))
     assert "character cap" in result.truncation
-    db.close()
 
 
-def test_a_single_row_over_the_character_cap_is_still_returned(dsn):
-    db = open_database(dsn, max_chars=100)
+def test_a_single_row_over_the_character_cap_is_still_returned(dsn, open_db):
+    db = open_db(dsn, max_chars=100)
     result = db.query("SELECT body FROM big_text ORDER BY id")
     assert result.row_count == 1 and result.truncated
     output = AgentToolbox(db).call("run_query", {"sql": "SELECT body FROM big_text ORDER BY id"})
     assert output.text.splitlines()[-1].startswith("... (stopped after 1 rows at the 100-character cap")
-    db.close()
 
 
 def test_to_dict_is_json_ready(db):
@@ -91,18 +85,17 @@ def test_to_dict_is_json_ready(db):
 
 
 @pytest.mark.postgres
-def test_to_dict_turns_postgres_types_into_json_scalars(postgres_dsn):
-    db = open_database(postgres_dsn)
+def test_to_dict_turns_postgres_types_into_json_scalars(postgres_dsn, open_db):
+    db = open_db(postgres_dsn)
     data = db.query(
         "SELECT total, total * 0 AS zero, now()::date AS d FROM sales.invoices ORDER BY id"
     ).to_dict()
     assert data["rows"][0][0] == 12.5 and data["rows"][0][1] == 0
     assert isinstance(data["rows"][0][2], str)
-    db.close()
 
 
-def test_many_concurrent_calls_from_threads(dsn, engine):
-    db = open_database(dsn, timeout_s=5.0)
+def test_many_concurrent_calls_from_threads(dsn, engine, open_db):
+    db = open_db(dsn, timeout_s=5.0)
     tools = AgentToolbox(db)
 
     def work(i: int) -> None:
@@ -120,11 +113,10 @@ def test_many_concurrent_calls_from_threads(dsn, engine):
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         list(pool.map(work, range(160)))
-    db.close()
 
 
-def test_timeouts_in_some_threads_do_not_disturb_the_others(dsn, engine):
-    db = open_database(dsn, timeout_s=5.0)
+def test_timeouts_in_some_threads_do_not_disturb_the_others(dsn, engine, open_db):
+    db = open_db(dsn, timeout_s=5.0)
 
     def work(i: int) -> str:
         if i % 4 == 0:
@@ -137,4 +129,3 @@ def test_timeouts_in_some_threads_do_not_disturb_the_others(dsn, engine):
     with ThreadPoolExecutor(max_workers=8) as pool:
         outcomes = list(pool.map(work, range(24)))
     assert outcomes.count("cancelled") == 6 and outcomes.count("ok") == 18
-    db.close()

@@ -25,19 +25,15 @@ def tools(db) -> AgentToolbox:
     return AgentToolbox(db)
 
 
-def test_describe_table_matches_the_published_trace_on_sqlite(sqlite_dsn):
-    from dbtools.engines import open_database
-
-    output = AgentToolbox(open_database(sqlite_dsn)).call("describe_table", {"table_name": "AlertLogs"})
+def test_describe_table_matches_the_published_trace_on_sqlite(sqlite_dsn, open_db):
+    output = AgentToolbox(open_db(sqlite_dsn)).call("describe_table", {"table_name": "AlertLogs"})
     assert output.text == PUBLISHED_DESCRIBE
     assert output.tables == ("AlertLogs",) and output.error is None
 
 
 @pytest.mark.postgres
-def test_describe_table_renders_an_equivalent_create_table_on_postgres(postgres_dsn):
-    from dbtools.engines import open_database
-
-    output = AgentToolbox(open_database(postgres_dsn)).call("describe_table", {"table_name": "alertlogs"})
+def test_describe_table_renders_an_equivalent_create_table_on_postgres(postgres_dsn, open_db):
+    output = AgentToolbox(open_db(postgres_dsn)).call("describe_table", {"table_name": "alertlogs"})
     assert output.text == (
         'CREATE TABLE "AlertLogs" (id INTEGER PRIMARY KEY NOT NULL, "alertId" INTEGER, "userId" INTEGER, '
         '"triggeredAt" TIMESTAMP WITHOUT TIME ZONE, FOREIGN KEY ("alertId") REFERENCES aler(id), '
@@ -46,10 +42,8 @@ def test_describe_table_renders_an_equivalent_create_table_on_postgres(postgres_
 
 
 @pytest.mark.postgres
-def test_describe_table_shows_composite_keys_schemas_and_comments_on_postgres(postgres_dsn):
-    from dbtools.engines import open_database
-
-    tools = AgentToolbox(open_database(postgres_dsn))
+def test_describe_table_shows_composite_keys_schemas_and_comments_on_postgres(postgres_dsn, open_db):
+    tools = AgentToolbox(open_db(postgres_dsn))
     assert tools.call("describe_table", {"table_name": "order_items"}).text == (
         "CREATE TABLE order_items (order_id INTEGER NOT NULL, product_id INTEGER NOT NULL, quantity INTEGER, "
         "PRIMARY KEY (order_id, product_id), FOREIGN KEY (order_id) REFERENCES orders(id), "
@@ -66,15 +60,13 @@ def test_describe_table_shows_composite_keys_schemas_and_comments_on_postgres(po
     )
 
 
-def test_describe_table_collapses_stored_whitespace(tmp_path):
+def test_describe_table_collapses_stored_whitespace(tmp_path, open_db):
     import sqlite3
-
-    from dbtools.engines import open_database
 
     path = tmp_path / "spaced.sqlite"
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE t (\n    a INTEGER,\n\t b   TEXT\n)")
-    text = AgentToolbox(open_database(str(path))).call("describe_table", {"table_name": "t"}).text
+    text = AgentToolbox(open_db(str(path))).call("describe_table", {"table_name": "t"}).text
     assert text == "CREATE TABLE t ( a INTEGER, b TEXT )"
 
 
@@ -216,11 +208,10 @@ def test_every_tool_reports_the_tables_it_touched(tools):
         assert output.tables == tables, tool
 
 
-def test_foreign_keys_caps_the_incoming_references_of_hub_tables(tmp_path):
+def test_foreign_keys_caps_the_incoming_references_of_hub_tables(tmp_path, open_db):
     import sqlite3
 
     from dbtools.agent_tools import MAX_INCOMING_REFERENCES
-    from dbtools.engines import open_database
 
     path = tmp_path / "hub.sqlite"
     with sqlite3.connect(path) as conn:
@@ -229,9 +220,23 @@ def test_foreign_keys_caps_the_incoming_references_of_hub_tables(tmp_path):
             conn.execute(
                 f"CREATE TABLE spoke{i:02d} (id INTEGER PRIMARY KEY, hub_id INTEGER REFERENCES hub(id))"
             )
-    lines = (
-        AgentToolbox(open_database(str(path))).call("foreign_keys", {"table_name": "hub"}).text.splitlines()
-    )
+    lines = AgentToolbox(open_db(str(path))).call("foreign_keys", {"table_name": "hub"}).text.splitlines()
     assert lines[0] == "id <- spoke00(hub_id)"
     assert len(lines) == MAX_INCOMING_REFERENCES + 1
     assert lines[-1] == "... (4 more references into hub)"
+
+
+def test_distinct_values_falls_back_to_plain_distinct_when_ranking_is_too_slow(tools, monkeypatch):
+    from dbtools.errors import QueryTimeoutError
+
+    real_query = tools.db.query
+
+    def slow_grouping(sql, **options):
+        if "GROUP BY" in sql:
+            raise QueryTimeoutError(2.0, 2.0)
+        return real_query(sql, **options)
+
+    monkeypatch.setattr(tools.db, "query", slow_grouping)
+    output = tools.call("distinct_values", {"table_name": "orders", "column_name": "status", "limit": 10})
+    assert output.error is None
+    assert sorted(output.text.splitlines()) == ["cancelled", "pending", "returned", "shipped"]
