@@ -93,6 +93,7 @@ def _common_options(suppress: bool) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--cache-dir",
+        metavar="DIR",
         default=default(os.environ.get("SQLSCOUT_CACHE_DIR")),
         help="where the demo database and value indexes live (env SQLSCOUT_CACHE_DIR; default ~/.cache/sqlscout)",
     )
@@ -119,11 +120,15 @@ def build_parser() -> argparse.ArgumentParser:
     join.add_argument("table_b", metavar="TABLE_B")
     sample = tool("sample_rows", _TOOL_HELP["sample_rows"])
     sample.add_argument("table_name", metavar="TABLE")
-    sample.add_argument("limit", nargs="?", type=int, help="rows to show (default 5, at most 50)")
+    sample.add_argument(
+        "limit", metavar="LIMIT", nargs="?", type=int, help="rows to show (default 5, at most 50)"
+    )
     distinct = tool("distinct_values", _TOOL_HELP["distinct_values"])
     distinct.add_argument("table_name", metavar="TABLE")
     distinct.add_argument("column_name", metavar="COLUMN")
-    distinct.add_argument("limit", nargs="?", type=int, help="values to show (default 10, at most 100)")
+    distinct.add_argument(
+        "limit", metavar="LIMIT", nargs="?", type=int, help="values to show (default 10, at most 100)"
+    )
     for name in ("run_query", "submit_sql", "query"):
         tool(name, _TOOL_HELP[name]).add_argument(
             "sql", metavar="SQL", help="the query; - reads it from stdin"
