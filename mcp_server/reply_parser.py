@@ -19,7 +19,11 @@ THINK_CLOSE = "</think>"
 
 # A key named "tool" marks an attempted call, even when its JSON does not parse.
 _CALL_MARKER = re.compile(r"""["']tool["']\s*:""")
-_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+# Outside quoted strings only: a trailing comma before } or ], and JSON's bare true/false/null.
+_STRING_OR_FIXABLE = re.compile(
+    r"""("(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*')|,(\s*[}\]])|\b(true|false|null)\b"""
+)
+_PYTHON_CONSTANTS = {"true": "True", "false": "False", "null": "None"}
 MAX_STATEMENT_CUTS = 20
 _SQL_FENCE = re.compile(r"```[ \t]*(\w*)[^\n]*\n(.*?)```", re.DOTALL)
 _SQL_START = re.compile(r"\b(SELECT|WITH\s+(?:RECURSIVE\s+)?[\w\"`\[\]]+\s*(?:\([^)]*\))?\s+AS\s*\()", re.I)
@@ -85,19 +89,29 @@ def _balanced_object_end(text: str, start: int) -> int | None:
     return None
 
 
+def _repair(candidate: str, *, python_constants: bool) -> str:
+    """Drop trailing commas (and, for a Python literal, spell JSON constants the Python way) outside strings."""
+
+    def fix(match: re.Match) -> str:
+        string, after_comma, constant = match.groups()
+        if string is not None:
+            return string
+        if after_comma is not None:
+            return after_comma
+        return _PYTHON_CONSTANTS[constant] if python_constants else constant
+
+    return _STRING_OR_FIXABLE.sub(fix, candidate)
+
+
 def _load_object(candidate: str) -> object | None:
     """JSON first; then without trailing commas; then a Python literal (single quotes, True/None)."""
-    for attempt in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
+    for attempt in (candidate, _repair(candidate, python_constants=False)):
         try:
             return json.loads(attempt)
         except json.JSONDecodeError:
             pass
-    pythonic = _TRAILING_COMMA.sub(r"\1", candidate)
-    pythonic = re.sub(
-        r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", pythonic))
-    )
     try:
-        return ast.literal_eval(pythonic)
+        return ast.literal_eval(_repair(candidate, python_constants=True))
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
 

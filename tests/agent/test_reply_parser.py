@@ -34,6 +34,19 @@ def test_trailing_commas_single_quotes_and_python_literals():
     ]
 
 
+def test_repairs_leave_string_contents_alone():
+    reply = parse_reply(
+        "</think>{'tool': 'run_query', 'args': {'sql': 'SELECT a, b FROM t WHERE x IS null AND y = true', "
+        "'strict': true,},}"
+    )
+    assert reply.calls == [
+        ToolCall("run_query", {"sql": "SELECT a, b FROM t WHERE x IS null AND y = true", "strict": True})
+    ]
+    assert parse_reply('</think>{"tool": "run_query", "args": {"sql": "SELECT \'a,}\'",},}').calls == [
+        ToolCall("run_query", {"sql": "SELECT 'a,}'"})
+    ]
+
+
 def test_calls_while_thinking_do_not_count():
     reply = parse_reply('I could call {"tool": "list_tables", "args": {}} now.</think>\nNo, I will answer.')
     assert reply.calls == [] and reply.action == "No, I will answer."
