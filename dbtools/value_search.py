@@ -342,8 +342,7 @@ class ValueIndex:
             partial_rows = self._partial_candidates(conn, folded, scope, scope_params, candidate_limit)
             capped = len(partial_rows) >= candidate_limit
             add(partial_rows, lambda v: ("partial", 0.5 + 0.4 * len(folded) / max(len(v), 1)))
-            exact_found = any(kind != "partial" for hits in found.values() for kind, _, _ in hits.values())
-            if fuzzy and not exact_found and len(folded) >= 3:
+            if fuzzy and not found and len(folded) >= 3:
                 # Typo tolerance is for text that matched nothing as written.
                 candidates = _closest_candidates(
                     folded, self._fuzzy_candidates(conn, folded, scope, scope_params)
@@ -400,19 +399,28 @@ class ValueIndex:
         return [r for r in conn.execute(sql, params) if fold(r[1]) != folded]
 
     def _fuzzy_candidates(
-        self, conn: sqlite3.Connection, folded: str, scope: str, scope_params: tuple, limit: int = 300
+        self,
+        conn: sqlite3.Connection,
+        folded: str,
+        scope: str,
+        scope_params: tuple,
+        limit: int = 300,
+        scan_limit: int = 3000,
     ) -> list[tuple[int, str, int]]:
         # Pigeonhole: a value within k edits of the text contains one of k + 1 disjoint pieces of it unchanged,
-        # so matching any piece as a substring (no ranking) finds the candidates; difflib reranks them.
+        # so matching any piece as a substring (no ranking) finds the candidates; difflib reranks them. Each
+        # piece reads at most `scan_limit` index entries, which bounds the time a common piece can take.
         pieces = _pieces(folded)
         slack = max(2, len(folded) // 4)
-        sql = (
-            "SELECT v.col_id, v.value, v.row_count FROM vals_fts f JOIN vals v ON v.id = f.rowid "
-            f"JOIN indexed_columns c ON c.col_id = v.col_id WHERE vals_fts MATCH ?{scope} "
-            "AND length(v.folded) BETWEEN ? AND ? LIMIT ?"
+        per_piece = " UNION ".join(
+            "SELECT rowid FROM (SELECT rowid FROM vals_fts WHERE vals_fts MATCH ? LIMIT ?)" for _ in pieces
         )
-        query = " OR ".join(_fts_phrase(p) for p in pieces)
-        params = (query, *scope_params, len(folded) - slack, len(folded) + slack, limit)
+        sql = (
+            "SELECT v.col_id, v.value, v.row_count FROM vals v JOIN indexed_columns c ON c.col_id = v.col_id "
+            f"WHERE v.id IN ({per_piece}){scope} AND length(v.folded) BETWEEN ? AND ? LIMIT ?"
+        )
+        piece_params = [x for p in pieces for x in (_fts_phrase(p), scan_limit)]
+        params = (*piece_params, *scope_params, len(folded) - slack, len(folded) + slack, limit)
         return conn.execute(sql, params).fetchall()
 
 
