@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 from dbtools.errors import UnparsableQueryError, UnsafeQueryError
 
@@ -93,6 +94,10 @@ def check_query(sql: str, dialect: str) -> exp.Expression:
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except SqlglotError as exc:
+        if _separates_statements(sql, dialect):
+            raise UnsafeQueryError(
+                "only one statement per call is allowed: send them one at a time"
+            ) from None
         raise UnparsableQueryError(f"could not parse the query: {_first_line(exc)}") from None
     if not statements:
         raise UnsafeQueryError("empty query (only comments): send one SELECT statement")
@@ -152,6 +157,16 @@ def _kind(statement: exp.Expression) -> str:
             (k for t, k in _FORBIDDEN_NODES.items() if isinstance(statement, t)), statement.key.upper()
         )
     return ("an " if kind[:1] in "AEIOU" else "a ") + kind
+
+
+def _separates_statements(sql: str, dialect: str) -> bool:
+    """True when a semicolon outside strings and comments has more text after it."""
+    try:
+        tokens = sqlglot.tokenize(sql, read=dialect)
+    except SqlglotError:
+        return ";" in sql.rstrip().rstrip(";")  # cannot tell strings apart: assume the worst
+    positions = [i for i, t in enumerate(tokens) if t.token_type == TokenType.SEMICOLON]
+    return any(i < len(tokens) - 1 and tokens[i + 1].token_type != TokenType.SEMICOLON for i in positions)
 
 
 def _first_line(exc: Exception) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import difflib
+import logging
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -15,6 +16,8 @@ from sqlglot import exp
 
 from dbtools.errors import QueryError, UnknownObjectError, UnparsableQueryError
 from dbtools.safety import check_query
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,13 @@ class Database(ABC):
         started = time.perf_counter()
         columns = self._run_capped(sql, caps, timeout_s or self.timeout_s)
         elapsed_ms = (time.perf_counter() - started) * 1000
+        logger.debug(
+            "%d rows in %.1f ms%s: %s",
+            len(caps.collected),
+            elapsed_ms,
+            " (truncated)" if caps.truncation else "",
+            sql,
+        )
         return QueryResult(
             sql=sql,
             columns=columns,

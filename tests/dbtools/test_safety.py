@@ -109,3 +109,22 @@ def test_referenced_tables_in_text_order_without_ctes():
     )
     assert referenced_tables(sql, "postgres") == ["orders", "sales.invoices", "Weird Table"]
     assert referenced_tables("SELECT * FROM", "sqlite") == []
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT 1 WHERE; DROP TABLE users",
+        "DO $$ a; b $$; DROP TABLE users",
+        "SELECT * FROM users WHERE;;DELETE FROM users",
+    ],
+)
+def test_unparsable_text_with_several_statements_is_refused_before_any_engine_sees_it(sql):
+    with pytest.raises(UnsafeQueryError, match="only one statement per call") as refused:
+        check_query(sql, "postgres")
+    assert not isinstance(refused.value, UnparsableQueryError)
+
+
+def test_unparsable_text_ending_in_a_semicolon_is_one_statement():
+    with pytest.raises(UnparsableQueryError):
+        check_query("SELECT * FROM users WHERE;", "sqlite")
