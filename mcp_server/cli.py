@@ -39,7 +39,7 @@ def add_settings_options(parser: argparse.ArgumentParser) -> None:
             type=option.parse,
             choices=option.choices,
             default=None,
-            metavar=None if option.choices else option.field.upper(),
+            metavar=option.metavar,
             help=f"{option.help} [{option.env}]",
         )
 

@@ -63,7 +63,7 @@ def structured(model: BaseModel, summary: str, body: str) -> CallToolResult:
 
 
 @contextmanager
-def database_errors(tool: str) -> Iterator[None]:
+def database_errors() -> Iterator[None]:
     """Turn the database layer's errors into tool errors whose text (possibly echoing data) is fenced."""
     try:
         yield
@@ -109,7 +109,7 @@ class ScoutTools:
         limit: Annotated[int, Field(ge=1, le=1000, description="most tables to return")] = 200,
     ) -> Annotated[CallToolResult, TableList]:
         """List the database's tables with column and row counts, optionally filtered by name."""
-        with database_errors("list_tables"):
+        with database_errors():
             tables = self.db.tables()
         if pattern:
             needle = pattern.lower()
@@ -139,7 +139,7 @@ class ScoutTools:
         ],
     ) -> Annotated[CallToolResult, TableDescription]:
         """Describe one table: columns with types and keys, foreign keys both ways, and its CREATE TABLE."""
-        with database_errors("describe_table"):
+        with database_errors():
             info = self.db.table(table)
             referenced_by = sorted(
                 t.name for t in self.db.tables() if any(fk.ref_table == info.name for fk in t.foreign_keys)
@@ -176,7 +176,7 @@ class ScoutTools:
         limit: Annotated[int, Field(ge=1, le=100, description="most matches to return")] = 20,
     ) -> Annotated[CallToolResult, SchemaMatches]:
         """Find the tables and columns most related to some keywords (names, types and comments)."""
-        with database_errors("search_schema"):
+        with database_errors():
             matches = search_schema(self.db, keywords, limit=limit)
         result = SchemaMatches(keywords=keywords, matches=[m.to_dict() for m in matches])
         body = "\n".join(
@@ -198,7 +198,7 @@ class ScoutTools:
         """Find which columns store a literal and how it is spelled there (exact, any case, partial, typos)."""
         if column and not table:
             raise ToolError("search_values: give the table as well when you give a column")
-        with database_errors("search_values"):
+        with database_errors():
             try:
                 matches = self._value_index().search(text, table=table, column=column)
             except ValueError as error:
@@ -226,9 +226,10 @@ class ScoutTools:
         limit: Annotated[int, Field(ge=1, le=100, description="rows to return")] = 5,
     ) -> Annotated[CallToolResult, QueryRows]:
         """Return the first rows of a table, to see what its values look like."""
-        with database_errors("sample_rows"):
+        with database_errors():
             info = self.db.table(table)
-            sql = f"SELECT * FROM {self.db.quote(info.name)} LIMIT {min(limit, self.settings.max_rows)}"
+            limit = min(limit, self.settings.max_rows)
+            sql = f"SELECT * FROM {self.db.quote(info.name)} LIMIT {limit}"
             return self._rows_result(self.db.query(sql, max_rows=limit))
 
     def run_query(
@@ -241,7 +242,7 @@ class ScoutTools:
         """Run one read-only SQL query and return its rows; writes, several statements and unsafe functions are
         refused, and a slow query is cancelled at the server's timeout."""
         cap = min(max_rows or self.settings.max_rows, self.settings.max_rows)
-        with database_errors("run_query"):
+        with database_errors():
             return self._rows_result(self.db.query(sql, max_rows=cap))
 
     def _rows_result(self, result: QueryResult) -> CallToolResult:
@@ -280,7 +281,7 @@ class ScoutTools:
             cancel.set()
             raise
         except (PolicyConfigError, ModelLoadError) as error:
-            raise ToolError(f"ask_database: {error}. The other tools work without a model.") from error
+            raise ToolError(f"{error}. The other tools work without a model.") from error
         except (AgentCancelled, QuestionCancelledError) as error:
             raise ToolError(f"ask_database was cancelled: {error}") from error
         except DatabaseToolError as error:
@@ -299,7 +300,7 @@ class ScoutTools:
 
     def schema_overview(self) -> str:
         """Markdown: one line per table with its row count and a one-line description."""
-        with database_errors("schema overview"):
+        with database_errors():
             tables = self.db.tables()
         lines = [f"# Tables of {self.db.display_name} ({self.db.dialect}, {len(tables)} tables)", ""]
         for info in tables:

@@ -29,6 +29,7 @@ class Option:
     parse: Callable[[str], Any] = str
     choices: tuple[str, ...] | None = None
     secret: bool = False
+    metavar: str | None = None
 
     @property
     def flag(self) -> str:
@@ -44,27 +45,46 @@ OPTIONS: tuple[Option, ...] = (
         "dsn",
         "database: a SQLite path, sqlite:///path, postgresql://... or libpq 'host=... dbname=...' "
         "(default: the bundled demo database)",
+        metavar="DSN",
     ),
-    Option("model", "directory of the text-to-SQL model (safetensors, tokenizer, config)"),
-    Option("endpoint", "OpenAI-compatible completions endpoint to run the model on instead (e.g. vLLM)"),
-    Option("endpoint_model", "model name to request from --endpoint"),
-    Option("api_key", "API key sent to --endpoint", secret=True),
+    Option("model", "directory of the text-to-SQL model (safetensors, tokenizer, config)", metavar="DIR"),
+    Option(
+        "endpoint",
+        "OpenAI-compatible completions endpoint to run the model on instead (e.g. vLLM)",
+        metavar="URL",
+    ),
+    Option("endpoint_model", "model name to request from --endpoint", metavar="NAME"),
+    Option("api_key", "API key sent to --endpoint", secret=True, metavar="KEY"),
     Option("transport", "stdio (default; for desktop hosts) or http (streamable HTTP)", choices=TRANSPORTS),
-    Option("host", "HTTP bind address (default 127.0.0.1; any other address requires --token)"),
-    Option("port", "HTTP port (default 8000)", parse=int),
-    Option("token", "bearer token HTTP clients must send as 'Authorization: Bearer TOKEN'", secret=True),
+    Option(
+        "host", "HTTP bind address (default 127.0.0.1; any other address requires --token)", metavar="ADDRESS"
+    ),
+    Option("port", "HTTP port (default 8000)", parse=int, metavar="PORT"),
+    Option(
+        "token",
+        "bearer token HTTP clients must send as 'Authorization: Bearer TOKEN'",
+        secret=True,
+        metavar="TOKEN",
+    ),
     Option(
         "allowed_origins",
         "extra comma-separated browser origins accepted over HTTP (loopback origins are always accepted)",
+        metavar="ORIGINS",
     ),
-    Option("max_rows", "most rows any query returns (default 1000)", parse=int),
-    Option("timeout", "statement timeout in seconds (default 10)", parse=float),
+    Option("max_rows", "most rows any query returns (default 1000)", parse=int, metavar="N"),
+    Option("timeout", "statement timeout in seconds (default 10)", parse=float, metavar="SECONDS"),
     Option("device", "device for a local model: cpu or cuda (default: cuda when available)", choices=DEVICES),
-    Option("samples", "episodes per question; more than 1 votes on the result (default 1)", parse=int),
+    Option(
+        "samples",
+        "episodes per question; more than 1 votes on the result (default 1)",
+        parse=int,
+        metavar="N",
+    ),
     Option(
         "token_budget",
         "tokens per episode, prompt and replies together (default 12288, as trained)",
         parse=int,
+        metavar="TOKENS",
     ),
     Option("log_level", "stderr log level (default INFO)", parse=str.upper, choices=LOG_LEVELS),
 )

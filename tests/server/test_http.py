@@ -64,6 +64,9 @@ def test_foreign_origin_is_refused(open_server):
         open_server.url, json=INITIALIZE, headers={**MCP_HEADERS, "Origin": "http://localhost:3000"}
     )
     assert local.status_code == 200
+    # DNS rebinding: a foreign name resolving to 127.0.0.1 arrives with its own Host header.
+    rebound = httpx.post(open_server.url, json=INITIALIZE, headers={**MCP_HEADERS, "Host": "evil.example:80"})
+    assert rebound.status_code == 421
 
 
 async def test_token_is_required_and_checked(token_server):
