@@ -6,7 +6,10 @@ FORCED_ANSWER_INTRO = (
     "You have reached the exploration limit. Now generate the final SQL query to answer the question. "
     "Return only the SQL query."
 )
-FORCED_ANSWER_LAST_QUERY = " Your last query that executed without error was:\n{sql}\nIf you are not sure of an improvement, return that query."
+FORCED_ANSWER_LAST_QUERY = (
+    " Your last query that executed without error was:\n{sql}\nIf you are not sure of an improvement, "
+    "return that query."
+)
 
 FORMAT_REMINDER = (
     "Your reply had no tool call. After </think>, write a tool call as a bare JSON object "

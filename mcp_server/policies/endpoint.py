@@ -17,6 +17,7 @@ from mcp_server.chat_format import STOP_TOKENS, ChatFormat, render_chatml
 from mcp_server.policies.base import Completion
 from mcp_server.prompts import Prompts, load_prompts
 from model.sampling import SamplingParams
+from model.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -124,11 +125,7 @@ class EndpointPolicy:
         self.backoff_s = backoff_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(headers=headers, timeout=timeout_s, transport=transport)
-        self.tokenizer = None
-        if model_dir is not None:
-            from model.tokenizer import Tokenizer
-
-            self.tokenizer = Tokenizer.from_model_dir(model_dir)
+        self.tokenizer = Tokenizer.from_model_dir(model_dir) if model_dir is not None else None
         self.prompts = load_prompts(model_dir) if model_dir is not None else Prompts()
         render = (
             self.tokenizer.render_chat if self.tokenizer and self.tokenizer.chat_template else render_chatml

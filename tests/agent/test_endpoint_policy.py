@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -143,3 +144,20 @@ def test_unreachable_endpoint_says_so(sqlite_db):
     policy = EndpointPolicy(url, "m", retries=1, backoff_s=0.01)
     with pytest.raises(EndpointError, match=f"could not reach {url}/v1/completions.*2 attempts"):
         Agent(sqlite_db, policy).ask("How many employees?")
+
+
+def test_model_directory_lends_its_tokenizer_template_and_prompts(
+    sqlite_db, tokenizer_dir, tokenizer, tmp_path
+):
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(tokenizer_dir / name, tmp_path / name)
+    (tmp_path / "sqale_agent.py").write_text('SYSTEM_PROMPT = "Explore."\nUSER_TEMPLATE = "Q={question}"\n')
+    with CompletionsServer([completion(f"</think>\n{SUBMIT}", 30, 10)]) as server:
+        policy = build_policy(endpoint=server.url, endpoint_model="m", model_dir=tmp_path)
+        Agent(sqlite_db, policy).ask("How many employees?")
+    body = server.requests[0]["body"]
+    assert body["prompt"] == (
+        "<|im_start|>system\nExplore.<|im_end|>\n<|im_start|>user\nQ=How many employees?<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n"
+    )
+    assert body["max_tokens"] == 12288 - len(tokenizer.encode(body["prompt"]))
