@@ -17,10 +17,10 @@ CHUNK = 64
 
 
 @triton.jit
-def _gates(a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, offsets, h, mask):
-    """Log-decay g and write strength beta for the given token offsets of value head h (0 where masked)."""
-    a = tl.load(a_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-    b = tl.load(b_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+def _gates(a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, tokens, stride_at, stride_bt, h, mask):
+    """Log-decay g and write strength beta for the given tokens of value head h (0 where masked)."""
+    a = tl.load(a_ptr + tokens * stride_at, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + tokens * stride_bt, mask=mask, other=0.0).to(tl.float32)
     x = a + tl.load(dt_bias_ptr + h).to(tl.float32)
     # softplus with torch's threshold: linear above 20, where exp would lose all precision anyway.
     softplus = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
@@ -36,7 +36,7 @@ def _l2_normalize(x, axis: tl.constexpr):
 @triton.jit
 def _load_sub_chunk(
     q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, h, t0, seq_len,
-    stride_qt, stride_kt, stride_vt, stride_at, scale,
+    stride_qt, stride_kt, stride_vt, stride_at, stride_bt, scale,
     DK: tl.constexpr, DV: tl.constexpr, SUB: tl.constexpr,
 ):  # fmt: skip
     """Tokens [t0, t0 + SUB) of one head: normalised q (scaled) and k, v, and the gates; zeros past the end."""
@@ -47,7 +47,9 @@ def _load_sub_chunk(
     q = tl.load(q_ptr + t64 * stride_qt + offs_k, mask=t_mask[:, None], other=0.0).to(tl.float32)
     k = tl.load(k_ptr + t64 * stride_kt + offs_k, mask=t_mask[:, None], other=0.0).to(tl.float32)
     v = tl.load(v_ptr + t64 * stride_vt + tl.arange(0, DV)[None, :], mask=t_mask[:, None], other=0.0)
-    g, beta = _gates(a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, offs_t.to(tl.int64) * stride_at, h, t_mask)
+    g, beta = _gates(
+        a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, offs_t.to(tl.int64), stride_at, stride_bt, h, t_mask
+    )
     return _l2_normalize(q, 1) * scale, _l2_normalize(k, 1), v.to(tl.float32), g, beta
 
 
@@ -118,10 +120,10 @@ def _chunk_prepare_kernel(
     a_ptr += b * stride_ab + h
     b_ptr += b * stride_bb + h
     t0 = c * CHUNK
-    q0, k0, v0, g0, beta0 = _load_sub_chunk(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, h, t0, seq_len, stride_qt, stride_kt, stride_vt, stride_at, scale, DK, DV, SUB)  # fmt: skip
-    q1, k1, v1, g1, beta1 = _load_sub_chunk(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, h, t0 + SUB, seq_len, stride_qt, stride_kt, stride_vt, stride_at, scale, DK, DV, SUB)  # fmt: skip
-    q2, k2, v2, g2, beta2 = _load_sub_chunk(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, h, t0 + 2 * SUB, seq_len, stride_qt, stride_kt, stride_vt, stride_at, scale, DK, DV, SUB)  # fmt: skip
-    q3, k3, v3, g3, beta3 = _load_sub_chunk(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, h, t0 + 3 * SUB, seq_len, stride_qt, stride_kt, stride_vt, stride_at, scale, DK, DV, SUB)  # fmt: skip
+    q0, k0, v0, g0, beta0 = _load_sub_chunk(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, h, t0, seq_len, stride_qt, stride_kt, stride_vt, stride_at, stride_bt, scale, DK, DV, SUB)  # fmt: skip
+    q1, k1, v1, g1, beta1 = _load_sub_chunk(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, h, t0 + SUB, seq_len, stride_qt, stride_kt, stride_vt, stride_at, stride_bt, scale, DK, DV, SUB)  # fmt: skip
+    q2, k2, v2, g2, beta2 = _load_sub_chunk(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, h, t0 + 2 * SUB, seq_len, stride_qt, stride_kt, stride_vt, stride_at, stride_bt, scale, DK, DV, SUB)  # fmt: skip
+    q3, k3, v3, g3, beta3 = _load_sub_chunk(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, h, t0 + 3 * SUB, seq_len, stride_qt, stride_kt, stride_vt, stride_at, stride_bt, scale, DK, DV, SUB)  # fmt: skip
 
     # Cumulative log-decay from the chunk start; padded tokens have g = 0 and beta = 0.
     gc0 = tl.cumsum(g0, axis=0)
@@ -242,7 +244,7 @@ def _recurrent_kernel(
         k = tl.load(k_ptr + b * stride_kb + t * stride_kt + kh * stride_kh + offs_k).to(tl.float32)
         v = tl.load(v_ptr + b * stride_vb + t * stride_vt + h * stride_vh + offs_v).to(tl.float32)
         g, beta = _gates(a_ptr + b * stride_ab + h, b_ptr + b * stride_bb + h, A_log_ptr, dt_bias_ptr,
-                         t * stride_at + tl.zeros([1], tl.int64), h, one)  # fmt: skip
+                         t + tl.zeros([1], tl.int64), stride_at, stride_bt, h, one)  # fmt: skip
         q = _l2_normalize(q, 0) * scale
         k = _l2_normalize(k, 0)
         state = state * tl.exp(g)[:, None]

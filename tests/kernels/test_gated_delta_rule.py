@@ -38,7 +38,7 @@ CASES = [
     # batch, tokens, key heads, value heads, key dim, value dim
     (1, 64, 1, 1, 16, 16),
     (2, 70, 1, 2, 32, 16),
-    (1, 150, 2, 4, 16, 32),
+    (1, 130, 2, 2, 16, 16),
 ]
 
 
@@ -86,7 +86,12 @@ def test_reads_q_k_v_as_views_of_one_projection():
     batch, length, key_dim = 1, 20, 16
     mixed = randn(batch, length, 3 * key_dim)
     q, k, v = (mixed[..., i * key_dim : (i + 1) * key_dim].unflatten(-1, (1, key_dim)) for i in range(3))
-    _, _, _, a, b, A_log, dt_bias, state = _inputs(batch, length, 1, 1, key_dim, key_dim, torch.float32)
+    _, _, _, _, _, A_log, dt_bias, state = _inputs(batch, length, 1, 1, key_dim, key_dim, torch.float32)
+    # a and b as columns of wider projections, with token strides that differ from each other.
+    a, b = randn(batch, length, 5)[..., 3:4], randn(batch, length, 7)[..., 6:7]
     expected, _ = _naive(q, k, v, a, b, A_log, dt_bias, state)
+    recurrent_state = state.clone()
     out = gated_delta_rule_chunk_triton(q, k, v, a, b, A_log, dt_bias, state)
+    assert_close(out, expected, torch.float32)
+    out = gated_delta_rule_recurrent_triton(q, k, v, a, b, A_log, dt_bias, recurrent_state)
     assert_close(out, expected, torch.float32)
