@@ -9,6 +9,18 @@ import triton.language as tl
 from kernels.checks import check_last_dim_contiguous
 from kernels.ops.launch import output_like
 
+# 2*pi split in three (Cody-Waite): k * TWO_PI_HIGH is exact in fp32 for k < 2**16, i.e. angles below ~4e5.
+TWO_PI_HIGH = 6.28125
+TWO_PI_MID = 0.0019353071693331003
+TWO_PI_LOW = 1.0253131677018246e-11
+
+
+@triton.jit
+def _reduced_angle(angle):
+    """angle minus the nearest multiple of 2*pi, so GPU sin/cos only ever see arguments in [-pi, pi]."""
+    turns = tl.floor(angle * 0.15915494309189535 + 0.5)
+    return ((angle - turns * TWO_PI_HIGH) - turns * TWO_PI_MID) - turns * TWO_PI_LOW
+
 
 @triton.jit
 def _rotary_kernel(
@@ -41,7 +53,10 @@ def _rotary_kernel(
     partner = tl.where(first_half, d + HALF, d - HALF)
     x_partner = tl.load(x_row + partner, mask=rotated, other=0.0).to(tl.float32)
     position = tl.load(positions_ptr + b * stride_pb + t * stride_pt).to(tl.float32)
-    angle = position * tl.load(inv_freq_ptr + d % HALF, mask=rotated, other=0.0).to(tl.float32)
+    # The product rounds exactly as the reference's fp32 positions * inv_freq does; only then reduce it.
+    angle = _reduced_angle(
+        position * tl.load(inv_freq_ptr + d % HALF, mask=rotated, other=0.0).to(tl.float32)
+    )
     sign = tl.where(first_half, -1.0, 1.0)
     y = tl.where(rotated, x * tl.cos(angle) + sign * x_partner * tl.sin(angle), x)
     tl.store(out_row + d, y.to(out_ptr.dtype.element_ty), mask=in_row)

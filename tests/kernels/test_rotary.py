@@ -21,7 +21,8 @@ def _inv_freq(rotary_dim: int) -> torch.Tensor:
 def test_rotary(shape, rotary_dim, dtype):
     batch, seq_len = shape[:2]
     x = randn(*shape, dtype=dtype)
-    positions = torch.randint(0, 5000, (batch, 1), device=DEVICE) + torch.arange(seq_len, device=DEVICE)
+    # Positions deep into a long context: angles of tens of thousands of radians.
+    positions = torch.randint(0, 60_000, (batch, 1), device=DEVICE) + torch.arange(seq_len, device=DEVICE)
     inv_freq = _inv_freq(rotary_dim)
     out = rotary_embedding_triton(x, positions, inv_freq, out=poisoned(*shape, dtype=dtype))
     assert_close(out, rotary_embedding(x, positions, inv_freq), dtype)
