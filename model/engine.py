@@ -67,8 +67,8 @@ class Engine:
         device = torch.device(device) if device is not None else default_device()
         dtype = dtype or default_dtype(device)
         config = Qwen35Config.from_model_dir(path)
-        tokenizer = Tokenizer.from_model_dir(path)
         weights = load_weights(path, config, device, dtype)
+        tokenizer = Tokenizer.from_model_dir(path)
         return cls(
             Qwen35Model(config, weights),
             tokenizer,
@@ -254,8 +254,14 @@ class Session:
 
         def step() -> None:
             was_active = self._active
+            # Without a graph the host may look: when every row runs, the sit-out masking is skipped.
+            masked = self.engine.cuda_graph or not bool(was_active.all())
             logits = self.model.forward(
-                self._tokens[:, None], self._start, self.cache, logits_at=self._zero_index, active=was_active
+                self._tokens[:, None],
+                self._start,
+                self.cache,
+                logits_at=self._zero_index,
+                active=was_active if masked else None,
             )
             new = sample(logits, sampling, noise)
             column = torch.where(was_active, self._generated, scratch_column)

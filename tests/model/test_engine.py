@@ -34,7 +34,7 @@ def test_pieces_give_the_logits_of_one_prefill(engines, variant):
 
 def test_chunked_prefill_equals_token_by_token_decode(engines, variant):
     engine = engines[variant]
-    prompt = _prompt(engine, 100, seed=2)
+    prompt = _prompt(engine, 70, seed=2)
     chunked = engine.new_session()
     original_chunk = engine.prefill_chunk
     engine.prefill_chunk = 32

