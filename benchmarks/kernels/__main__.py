@@ -14,15 +14,16 @@ import torch
 
 from benchmarks.kernels.harness import Measurement, measure, plot, table, write_csv
 
+# Most important first: a time budget that runs out cuts the end of this list.
 OPS = (
+    "attention_decode",
+    "attention_prefill",
+    "gated_delta_rule",
     "rms_norm",
     "gated_rms_norm",
+    "causal_conv1d",
     "swiglu",
     "rotary",
-    "attention_prefill",
-    "attention_decode",
-    "gated_delta_rule",
-    "causal_conv1d",
 )
 
 
