@@ -101,7 +101,8 @@ def serve(settings: Settings, db: Database) -> int:
 
 def ask(settings: Settings, db: Database, question: str, evidence: str | None, as_json: bool) -> int:
     runner = ModelRunner(settings, db)
-    bar = tqdm(desc="exploring", unit="round", file=sys.stderr, dynamic_ncols=True)
+    # delay: the bar appears with the first round, once its total is known
+    bar = tqdm(desc="exploring", unit="round", file=sys.stderr, dynamic_ncols=True, delay=1.0)
 
     def on_round(event) -> None:
         bar.total = event.max_rounds
@@ -122,10 +123,13 @@ def ask(settings: Settings, db: Database, question: str, evidence: str | None, a
     if as_json:
         print(json.dumps(data, ensure_ascii=False, indent=2))
         return 0
-    print(f"-- {data.get('ending')}\n{data.get('sql') or '(no SQL)'}\n")
-    print(format_table(data.get("columns") or [], data.get("rows") or []))
-    if data.get("truncated"):
-        print("(more rows exist)")
+    print(f"-- {data['ending']}, {data['row_count']} rows" + (" (more exist)" if data["truncated"] else ""))
+    print(data["sql"] or "(no SQL)")
+    if data["error"]:
+        print(f"error: {data['error']}")
+    if data["columns"]:
+        print()
+        print(format_table(data["columns"], data["rows"]))
     return 0
 
 
