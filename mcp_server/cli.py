@@ -144,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(error))
     configure_logging(settings.log_level)
     if command == "config":
+        if namespace.target == "claude-desktop" and settings.transport == "http":
+            log.warning("Claude Desktop starts local servers itself, over stdio: the snippet does that")
         print(host_snippet(namespace.target, settings, namespace.name))
         return 0
     try:
