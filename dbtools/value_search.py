@@ -26,7 +26,7 @@ from dbtools.engines.base import ColumnInfo, Database, TableInfo
 log = logging.getLogger(__name__)
 
 INDEX_FORMAT = 1  # bump when the store's layout changes: older files are rebuilt
-MATCH_SCORES = {"exact": 1.0, "case_insensitive": 0.95}
+CASE_INSENSITIVE_SCORE = 0.95
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -304,7 +304,8 @@ class ValueIndex:
         candidate_limit: int = 500,
         fuzzy_cutoff: float = 0.75,
     ) -> list[ValueMatch]:
-        """Columns holding `text` (exact, case-insensitive, substring, and typo-tolerant when `fuzzy`).
+        """Columns holding `text`: exact, case-insensitive and substring matches (prefix matches for text
+        under three characters); when none exist and `fuzzy` is set, values within a typo or two.
 
         `table` and `column` narrow the search (case-insensitive names). Up to `limit` columns, best first,
         each with up to `samples` matching values.
@@ -335,9 +336,7 @@ class ValueIndex:
                     f"WHERE v.folded = ?{scope} LIMIT ?",
                     (folded, *scope_params, candidate_limit),
                 ),
-                lambda v: (
-                    ("exact", 1.0) if v == text else ("case_insensitive", MATCH_SCORES["case_insensitive"])
-                ),
+                lambda v: ("exact", 1.0) if v == text else ("case_insensitive", CASE_INSENSITIVE_SCORE),
             )
             partial_rows = self._partial_candidates(conn, folded, scope, scope_params, candidate_limit)
             capped = len(partial_rows) >= candidate_limit
@@ -359,9 +358,6 @@ class ValueIndex:
         matches = []
         for col_id, values in found.items():
             table_name, column_name, complete = columns[col_id]
-            if any(kind != "fuzzy" for kind, _, _ in values.values()):
-                # Typo-level neighbours add noise beside real matches of the same column.
-                values = {v: hit for v, hit in values.items() if hit[0] != "fuzzy"}
             ranked = sorted(values.items(), key=lambda kv: (-kv[1][1], -kv[1][2], kv[0]))
             best_kind, best_score, _ = ranked[0][1]
             matches.append(
