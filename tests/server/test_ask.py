@@ -145,3 +145,13 @@ async def test_cancelling_a_question_stops_the_episode_and_frees_the_model(shop_
         policy.gate.set()
         after = await client.call_tool("ask_database", {"question": "orders per status?"})
     assert after.structured_content["ending"] == "submit_sql"
+
+
+async def test_a_model_that_fails_to_load_is_reported_per_question(shop_db, tmp_path):
+    settings = Settings(model=str(tmp_path))  # exists, but holds no checkpoint
+    async with Client(build_server(settings, shop_db)) as client:
+        first = await client.call_tool("ask_database", {"question": "How many orders?"})
+        other = await client.call_tool("list_tables", {})
+    assert first.is_error
+    assert f"loading the model from {tmp_path} failed" in first.content[0].text
+    assert other.structured_content["total"] == 3
