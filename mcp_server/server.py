@@ -281,7 +281,7 @@ class ScoutTools:
             cancel.set()
             raise
         except (PolicyConfigError, ModelLoadError) as error:
-            raise ToolError(f"{error}. The other tools work without a model.") from error
+            raise ToolError(f"{error}\nThe other tools work without a model.") from error
         except (AgentCancelled, QuestionCancelledError) as error:
             raise ToolError(f"ask_database was cancelled: {error}") from error
         except DatabaseToolError as error:
