@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from dbtools.demo.cache import cache_dir
 from dbtools.engines.base import ColumnInfo, Database, TableInfo
+from dbtools.errors import DatabaseToolError
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +226,12 @@ class ValueIndex:
         for column in table.columns:
             if not is_text_type(column.type):
                 continue
-            values = self._distinct_values(table, column)
+            try:
+                values = self._distinct_values(table, column)
+            except DatabaseToolError as error:
+                # One unreadable column (a timeout, undecodable bytes) must not cost the whole index.
+                log.warning("value index: skipped %s.%s: %s", table.name, column.name, error)
+                continue
             complete = len(values) <= self.max_values_per_column
             out.append((column, values[: self.max_values_per_column], complete))
         return out
@@ -235,9 +241,11 @@ class ValueIndex:
         name = self.db.quote(column.name)
         text = f"CAST({name} AS TEXT)"
         p = self.db.placeholder
+        # SQLite columns take any type of value: index only the values stored as text.
+        only_text = f" AND typeof({name}) = 'text'" if self.db.dialect == "sqlite" else ""
         sql = (
             f"SELECT {text}, COUNT(*) FROM {self.db.quote(table.name)} "
-            f"WHERE {name} IS NOT NULL AND length({text}) BETWEEN 1 AND {p} "
+            f"WHERE {name} IS NOT NULL{only_text} AND length({text}) BETWEEN 1 AND {p} "
             f"GROUP BY {text} ORDER BY COUNT(*) DESC, {text} LIMIT {p}"
         )
         params = (self.max_value_chars, self.max_values_per_column + 1)

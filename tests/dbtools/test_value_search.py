@@ -214,3 +214,22 @@ def test_concurrent_first_searches_build_the_index_once(small_demo, tmp_path):
         ).fetchone()
         assert per_column[0] == per_column[1]  # every column indexed once
         assert conn.execute("SELECT count(*) FROM vals WHERE value = 'Germany'").fetchone()[0] == 1
+
+
+def test_typeless_columns_index_only_their_text(tmp_path):
+    path = tmp_path / "mixed.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, payload, label TEXT)")
+        conn.executemany(
+            "INSERT INTO notes (payload, label) VALUES (?, ?)",
+            [(b"\xff\xfe", "binary"), (42, "number"), ("Kilimanjaro", "text"), (None, None)],
+        )
+        conn.execute("CREATE TABLE broken (id INTEGER PRIMARY KEY, bad TEXT, good TEXT)")
+        conn.execute("INSERT INTO broken (bad, good) VALUES (CAST(x'ff' AS TEXT), 'Serengeti')")
+    value_index = ValueIndex(open_database(str(path)), index_path=tmp_path / "i.sqlite", progress=False)
+    (hit,) = value_index.search("kilimanjaro")
+    assert (hit.table, hit.column, hit.values, hit.matching_rows) == ("notes", "payload", ["Kilimanjaro"], 1)
+    assert value_index.search("42") == []  # numbers are not text values
+    assert [m.column for m in value_index.search("binary")] == ["label"]
+    # A column that cannot be read (undecodable text) is skipped, not the whole index.
+    assert [(m.table, m.column) for m in value_index.search("Serengeti")] == [("broken", "good")]
