@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.kernels.__main__ import OPS, run
 from benchmarks.kernels.harness import Measurement
+from benchmarks.kernels.runner import OPS, run
 
 log = logging.getLogger("benchmarks.gpu_suite")
 REPO = Path(__file__).resolve().parent.parent
