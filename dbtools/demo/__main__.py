@@ -7,6 +7,8 @@ import logging
 import os
 import sys
 
+import psycopg
+
 from dbtools.demo.build import build_demo
 from dbtools.demo.cache import DEFAULT_SEED, default_demo_path
 from dbtools.demo.postgres import load_postgres
@@ -71,14 +73,12 @@ def main(argv: list[str] | None = None) -> int:
             if not args.dsn:
                 parser.error("give the target DSN (or set SQLSCOUT_DEMO_PG_DSN)")
             load_postgres(args.dsn, args.source or default_demo_path(), replace=args.replace)
-    except (OSError, ValueError, ImportError) as error:
+    except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    except Exception as error:  # psycopg errors: connection refused, bad credentials, ...
-        if type(error).__module__.startswith("psycopg"):
-            print(f"error: PostgreSQL: {error}", file=sys.stderr)
-            return 1
-        raise
+    except psycopg.Error as error:  # connection refused, bad credentials, missing privileges, ...
+        print(f"error: PostgreSQL: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -390,7 +390,7 @@ def generate(kind: str, rng: random.Random, n: int, skew: float) -> list:
     if name == "pick" or kind in LISTS:
         return rng.choices(LISTS[arg or kind], k=n)
     if name == "enum":
-        return skewed_pick(rng, n, v.ENUMS[arg], 1.0 if skew == 1.0 else skew)
+        return skewed_pick(rng, n, v.ENUMS[arg], skew)
     if name == "code":
         prefix, width = arg.split(":")
         return [f"{prefix}-{i:0{width}d}" for i in range(1, n + 1)]

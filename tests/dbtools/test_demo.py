@@ -181,3 +181,11 @@ def test_load_postgres_copies_every_table(pg_server_dsn, tmp_path):
     finally:
         with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def test_load_postgres_reports_an_unreachable_server(tmp_path, capsys):
+    source = build_demo(tmp_path / "tiny.sqlite", scale=0.01, seed=0, progress=False).path
+    assert (
+        demo_main(["load-postgres", "postgresql://postgres@127.0.0.1:1/none", "--source", str(source)]) == 1
+    )
+    assert "error: PostgreSQL: connection failed" in capsys.readouterr().err
