@@ -73,15 +73,19 @@ def time_ms(fn: Callable[[], object]) -> float:
     return sorted(samples)[len(samples) // 2]
 
 
+def past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
+
+
 def measure(cases: Iterable[Case], deadline: float | None = None) -> list[Measurement]:
     """Time every implementation of every case; an implementation that fails is logged and left out."""
     results = []
     for case in cases:
+        if past(deadline):
+            log.warning("time budget spent: %s from %s on not measured", case.op, case.shape)
+            break
         timed = {}
         for impl, fn in case.impls.items():
-            if deadline is not None and time.monotonic() > deadline:
-                log.warning("time budget spent: %s %s %s not measured", case.op, case.shape, impl)
-                continue
             try:
                 timed[impl] = time_ms(fn)
             except Exception as error:  # a peer that cannot run this shape is reported, not fatal
