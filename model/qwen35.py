@@ -170,10 +170,9 @@ class Qwen35Model:
         )
         # q_proj holds, per head, the query followed by its output gate.
         query, gate = query_gate.view(batch, length, c.num_attention_heads, 2 * c.head_dim).chunk(2, dim=-1)
-        # The kernels take densely packed inputs; these copies are small next to the projections.
-        query = kernels.rms_norm(query.contiguous(), w[p + "q_norm.weight"], c.rms_norm_eps)
+        query = kernels.rms_norm(query, w[p + "q_norm.weight"], c.rms_norm_eps)
         key = kernels.rms_norm(
-            key.reshape(batch, length, c.num_key_value_heads, c.head_dim).contiguous(),
+            key.view(batch, length, c.num_key_value_heads, c.head_dim),
             w[p + "k_norm.weight"],
             c.rms_norm_eps,
         )
@@ -183,7 +182,7 @@ class Qwen35Model:
         rows = torch.arange(batch, device=x.device)[:, None]
         k_cache[rows, :, positions] = key
         v_cache[rows, :, positions] = value.view(batch, length, c.num_key_value_heads, c.head_dim)
-        out = kernels.attention(query, k_cache, v_cache, gate.contiguous(), start, self.attention_scale)
+        out = kernels.attention(query, k_cache, v_cache, gate, start, self.attention_scale)
         return F.linear(out.reshape(batch, length, q_rows), w[p + "o_proj.weight"])
 
     def _gated_delta_net(
@@ -207,23 +206,23 @@ class Qwen35Model:
             frozen = ~active[:, None, None]
             a = a.masked_fill(frozen, FROZEN_GATE)
             b = b.masked_fill(frozen, FROZEN_GATE)
-        mixed = kernels.causal_conv1d(mixed.contiguous(), w[p + "conv1d.weight"], conv_state)
+        mixed = kernels.causal_conv1d(mixed, w[p + "conv1d.weight"], conv_state)
         if active is not None:
             conv_state.copy_(torch.where(active[:, None, None], conv_state, saved_conv))
         query, key, value = mixed.split((c.linear_key_dim, c.linear_key_dim, c.linear_value_dim), -1)
-        query = query.reshape(batch, length, c.linear_num_key_heads, c.linear_key_head_dim).contiguous()
-        key = key.reshape(batch, length, c.linear_num_key_heads, c.linear_key_head_dim).contiguous()
-        value = value.reshape(batch, length, heads, c.linear_value_head_dim).contiguous()
+        query = query.view(batch, length, c.linear_num_key_heads, c.linear_key_head_dim)
+        key = key.view(batch, length, c.linear_num_key_heads, c.linear_key_head_dim)
+        value = value.view(batch, length, heads, c.linear_value_head_dim)
         out = kernels.gated_delta_rule(
             query,
             key,
             value,
-            a.contiguous(),
-            b.contiguous(),
+            a,
+            b,
             w[p + "A_log"],
             w[p + "dt_bias"],
             recurrent_state,
         )
-        z = z.reshape(batch, length, heads, c.linear_value_head_dim).contiguous()
+        z = z.view(batch, length, heads, c.linear_value_head_dim)
         out = kernels.gated_rms_norm(out, z, w[p + "norm.weight"], c.rms_norm_eps)
         return F.linear(out.reshape(batch, length, c.linear_value_dim), w[p + "out_proj.weight"])
