@@ -64,8 +64,9 @@ def _median_time(function, repeats: int) -> float:
     return statistics.median(times)
 
 
-def run(prompt_tokens: int = 256, new_tokens: int = 64, repeats: int = 3) -> dict:
-    """Measure both engines on the same model and prompt; returns the numbers."""
+def run(prompt_tokens: int = 256, new_tokens: int = 64, repeats: int = 3, threads: int = 1) -> dict:
+    """Measure both engines on the same model and prompt with `threads` torch threads; returns the numbers."""
+    torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
         reference = _write_checkpoint(Path(tmp))
         engine = Engine.load(
@@ -76,29 +77,28 @@ def run(prompt_tokens: int = 256, new_tokens: int = 64, repeats: int = 3) -> dic
     )
     greedy = SamplingParams(temperature=0)
 
-    def ours_prefill():
-        session = engine.new_session(max_tokens=prompt_tokens + new_tokens)
+    def ours_run(count: int) -> tuple[float, float, list[int]]:
+        session = engine.new_session(max_tokens=prompt_tokens + count)
+        started = time.perf_counter()
         session.append(prompt[0].tolist())
-        return session
-
-    def ours_generate(count: int):
-        session = ours_prefill()
-        return session.generate(count, greedy, stop_ids=set())[0]
+        prefilled = time.perf_counter()
+        tokens = session.generate(count, greedy, stop_ids=set())[0]
+        return prefilled - started, time.perf_counter() - prefilled, tokens
 
     def theirs_generate(count: int):
         with torch.inference_mode():
             return reference.generate(prompt, max_new_tokens=count, min_new_tokens=count, do_sample=False)[0]
 
-    ours_generate(4)
+    ours_run(4)
     theirs_generate(4)
-    ours_prefill_s = _median_time(ours_prefill, repeats)
+    ours_runs = [ours_run(new_tokens) for _ in range(repeats)]
+    ours_prefill_s = statistics.median(measured[0] for measured in ours_runs)
+    # The first token comes from the prompt's forward pass; decode speed counts the steps after it.
+    ours_decode = (new_tokens - 1) / statistics.median(measured[1] for measured in ours_runs)
     theirs_prefill_s = _median_time(lambda: theirs_generate(1), repeats)
-    ours_total_s = _median_time(lambda: ours_generate(new_tokens), repeats)
     theirs_total_s = _median_time(lambda: theirs_generate(new_tokens), repeats)
-    # Decode speed excludes the prefill and the first token, which come from the prompt's forward pass.
-    ours_decode = (new_tokens - 1) / (ours_total_s - ours_prefill_s)
     theirs_decode = (new_tokens - 1) / (theirs_total_s - theirs_prefill_s)
-    same_tokens = ours_generate(new_tokens) == theirs_generate(new_tokens)[prompt_tokens:].tolist()
+    same_tokens = ours_runs[0][2] == theirs_generate(new_tokens)[prompt_tokens:].tolist()
     return {
         "config": f"hidden {MID_SIZE_CONFIG['hidden_size']}, {MID_SIZE_CONFIG['num_hidden_layers']} layers "
         f"(6 Gated DeltaNet + 2 attention), vocab {MID_SIZE_CONFIG['vocab_size']}, fp32",
@@ -141,9 +141,12 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=256)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads for both engines (cores are shared)"
+    )
     parser.add_argument("--no-record", action="store_true", help="print only, leave RESULTS.md alone")
     args = parser.parse_args()
-    text = report(run(args.prompt_tokens, args.new_tokens, args.repeats))
+    text = report(run(args.prompt_tokens, args.new_tokens, args.repeats, args.threads))
     if not args.no_record:
         record_section(SECTION, text)
     print(text)
