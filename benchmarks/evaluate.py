@@ -156,7 +156,8 @@ def run_evaluation(
     databases = EvalDatabases(timeout_s)
     records = []
     try:
-        for question in tqdm(questions, desc="episodes", unit="q", file=sys.stderr, disable=not progress):
+        bar = tqdm(questions, desc="episodes", unit="q", file=sys.stderr, disable=not progress)
+        for question in bar:
             agent_db, scoring_db = databases.get(question.database)
             gold = execute_for_scoring(scoring_db, question.gold_sql, timeout_s)
             if gold.error:
@@ -183,6 +184,9 @@ def run_evaluation(
             record["agent_error"] = agent_error
             record["processed_tokens"] = (answer.get("trace") or {}).get("processed_tokens")
             records.append(record)
+            scored = [r["correct"] for r in records if r["correct"] is not None]
+            if scored:
+                bar.set_postfix(ex=f"{100 * sum(scored) / len(scored):.1f}%")
     finally:
         databases.close()
     return records

@@ -36,7 +36,7 @@ def grouped_bars(
     axes.set_title(title)
     if log_scale:
         axes.set_yscale("log")
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
@@ -64,7 +64,7 @@ def stacked_bars(
     axes.set_xticks(range(len(groups)), groups)
     axes.set_ylabel(ylabel)
     axes.set_title(title)
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
