@@ -116,6 +116,11 @@ class Qwen35Config:
                 f"{architectures}); this engine runs Qwen3.5 checkpoints (model_type "
                 f"{VISION_LANGUAGE_MODEL_TYPE!r} or {TEXT_MODEL_TYPE!r})"
             )
+        if text.get("attention_bias") or text.get("attn_output_gate") is False:
+            raise ValueError(
+                "config.json: attention biases and ungated attention are not Qwen3.5 features "
+                "this engine supports"
+            )
         rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
         rope_type = rope.get("rope_type", rope.get("type", "default"))
         if rope_type not in ("default", "mrope"):

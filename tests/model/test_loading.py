@@ -116,6 +116,8 @@ def test_missing_tensor_is_named(tmp_path, checkpoint_dirs):
         ),
         ({"num_hidden_layers": 2}, "layer_types lists 3 layers"),
         ({"hidden_size": 0}, "hidden_size must be positive"),
+        ({"attention_bias": True}, "attention biases"),
+        ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6}}, "unsupported rope_type"),
     ],
 )
 def test_invalid_configs_are_explained(checkpoint_dirs, change, message):
