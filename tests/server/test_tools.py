@@ -39,7 +39,7 @@ async def test_every_tool_is_read_only_with_an_output_schema(shop_server):
         ) == (True, False, True, False)
 
 
-async def test_list_tables_with_counts_and_patterns(shop_server):
+async def test_list_tables_with_counts_and_patterns(shop_server, shop_db):
     async with Client(shop_server) as client:
         everything = await client.call_tool("list_tables", {})
         by_glob = await client.call_tool("list_tables", {"pattern": "*S", "limit": 1})
@@ -48,6 +48,9 @@ async def test_list_tables_with_counts_and_patterns(shop_server):
     assert set(tables) == {"customers", "products", "orders"}
     assert tables["orders"]["row_count"] == len(ORDERS)
     assert tables["orders"]["column_count"] == 5
+    # Only the PostgreSQL fixture carries a table comment.
+    comment = "people who bought something" if shop_db.dialect == "postgres" else None
+    assert tables["customers"]["description"] == comment
     assert by_glob.structured_content["total"] == 3 and by_glob.structured_content["truncated"]
     assert len(by_glob.structured_content["tables"]) == 1
     assert [t["name"] for t in by_substring.structured_content["tables"]] == ["products"]
