@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from dbtools.agent_tools import AgentToolbox
 from dbtools.engines import Database
 from mcp_server.agent_errors import AgentCancelled
+from mcp_server.dialect import DialectTranslator
 from mcp_server.episode import Episode, EpisodeLimits
 from mcp_server.metrics import episode_metrics
 from mcp_server.outcome import EpisodeOutcome, conclude, dialect_fields
@@ -96,6 +97,7 @@ class Agent:
         self.policy = policy
         self.config = config or AgentConfig()
         self.toolbox = AgentToolbox(db)
+        self.translate = DialectTranslator(db)
 
     def ask(
         self,
@@ -118,7 +120,7 @@ class Agent:
         try:
             prompt_tokens = run.count_tokens(prompt)
             episodes = [
-                Episode(row, self.toolbox, self.db.dialect, chat, limits, transcript=prompt)
+                Episode(row, self.toolbox, self.translate, chat, limits, transcript=prompt)
                 for row in range(config.samples)
             ]
             for episode in episodes:

@@ -10,7 +10,7 @@ from dbtools.agent_tools import AgentToolbox
 from dbtools.errors import DatabaseToolError
 from dbtools.safety import referenced_tables
 from mcp_server.chat_format import ChatFormat
-from mcp_server.dialect import MODEL_DIALECT, to_database_dialect
+from mcp_server.dialect import MODEL_DIALECT, DialectTranslator
 from mcp_server.policies.base import Completion, PolicyRun
 from mcp_server.reply_parser import ToolCall, extract_sql, parse_reply
 from mcp_server.trace import CallRecord, EpisodeTrace, RoundRecord
@@ -41,7 +41,7 @@ class Episode:
 
     row: int
     toolbox: AgentToolbox
-    dialect: str
+    translate: DialectTranslator
     chat: ChatFormat
     limits: EpisodeLimits
     transcript: str
@@ -116,7 +116,7 @@ class Episode:
                         output="",
                         tables=referenced_tables(sql, MODEL_DIALECT),
                         sql=sql,
-                        executed_sql=to_database_dialect(sql, self.dialect),
+                        executed_sql=self.translate(sql),
                     )
                 )
                 self._finish(sql, "submit_sql")
@@ -141,7 +141,7 @@ class Episode:
         sql = args.get("sql") if call.tool in SQL_TOOLS and isinstance(args.get("sql"), str) else None
         executed = None
         if sql is not None:
-            executed = to_database_dialect(sql, self.dialect)
+            executed = self.translate(sql)
             args["sql"] = executed
         started = time.perf_counter()
         try:

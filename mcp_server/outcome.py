@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from dbtools.engines import Database, QueryResult
 from dbtools.errors import DatabaseToolError
-from mcp_server.dialect import MODEL_DIALECT, to_database_dialect
+from mcp_server.dialect import MODEL_DIALECT
 from mcp_server.episode import Episode
 from mcp_server.trace import EpisodeTrace
 
@@ -35,8 +35,10 @@ class EpisodeOutcome:
         return frozenset(tuple(repr(v) for v in row) for row in self.result_rows())
 
 
-def _run(db: Database, sql_sqlite: str, max_rows: int) -> tuple[str, QueryResult | None, str | None]:
-    sql = to_database_dialect(sql_sqlite, db.dialect)
+def _run(
+    db: Database, episode: Episode, sql_sqlite: str, max_rows: int
+) -> tuple[str, QueryResult | None, str | None]:
+    sql = episode.translate(sql_sqlite)
     try:
         return sql, db.query(sql, max_rows=max_rows), None
     except DatabaseToolError as exc:
@@ -55,7 +57,7 @@ def conclude(episode: Episode, db: Database, max_rows: int) -> EpisodeOutcome:
     first_failure = None
     for sql_sqlite, ending in attempts:
         started = time.perf_counter()
-        sql, result, error = _run(db, sql_sqlite, max_rows)
+        sql, result, error = _run(db, episode, sql_sqlite, max_rows)
         trace.final_db_ms += (time.perf_counter() - started) * 1000
         if error is None:
             return EpisodeOutcome(
