@@ -19,6 +19,11 @@ from model.tokenizer import Tokenizer
 log = logging.getLogger(__name__)
 
 
+def _is_stop(tokens: torch.Tensor, stop_ids: torch.Tensor) -> torch.Tensor:
+    """Whether each token is a stop id, by a broadcast compare that a CUDA graph can hold."""
+    return (tokens[:, None] == stop_ids[None, :]).any(-1)
+
+
 def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -219,7 +224,7 @@ class Session:
         self._tokens.copy_(first)
         self._out[:, 0] = first
         self._generated.copy_(selected.long())
-        self._active.copy_(selected & ~torch.isin(first, stop_buffer) & (self._generated < self._limit))
+        self._active.copy_(selected & ~_is_stop(first, stop_buffer) & (self._generated < self._limit))
         for done in range(1, max(limit_per_row)):
             if noise is not None:
                 draw_noise(noise, generator)
@@ -269,7 +274,7 @@ class Session:
             self._start.add_(was_active)
             self._generated.add_(was_active)
             self._tokens.copy_(torch.where(was_active, new, self._tokens))
-            self._active.copy_(was_active & ~torch.isin(new, stop) & (self._generated < self._limit))
+            self._active.copy_(was_active & ~_is_stop(new, stop) & (self._generated < self._limit))
 
         entry = (step, noise, stop)
         if self.engine.cuda_graph:
