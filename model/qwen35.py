@@ -36,10 +36,9 @@ def weight_layout(config: Qwen35Config) -> dict[str, WeightLayout]:
 
     def add(name: str, *sources: tuple[str, tuple[int, ...]], dtype: torch.dtype | None = None) -> None:
         rows = sum(shape[0] for _, shape in sources)
-        shape = (rows, *sources[0][1][1:])
-        if name.endswith("conv1d.weight"):
-            shape = (rows, sources[0][1][-1])
-        layout[name] = WeightLayout(shape, tuple(sources), dtype)
+        # Depthwise conv weights are stored [C, 1, K]; the conv kernel takes them as [C, K].
+        trailing = sources[0][1][2:] if name.endswith("conv1d.weight") else sources[0][1][1:]
+        layout[name] = WeightLayout((rows, *trailing), tuple(sources), dtype)
 
     add("embed_tokens.weight", ("embed_tokens.weight", (c.vocab_size, hidden)))
     add("norm.weight", ("norm.weight", (hidden,)))
