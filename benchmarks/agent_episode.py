@@ -30,7 +30,7 @@ from mcp_server.chat_format import END_OF_TURN, ChatFormat
 from mcp_server.policies.base import Completion
 from mcp_server.prompts import Prompts
 from model.engine import Engine
-from model.sampling import SamplingParams
+from model.sampling_params import SamplingParams
 
 # A few tens of millions of parameters besides the 248k-token embedding (which the LM head reuses): large
 # enough that the model, not Python, dominates a step, small enough for a shared 2-core machine.
@@ -365,11 +365,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         db.close()
     print(render(episodes))
-    config = engine.config
     setting = {
         "model": str(args.model or "mid-size random Qwen3.5"),
         "device": args.device,
-        "config": {k: getattr(config, k, None) for k in MID_SIZE_CONFIG},
+        "text_config": None if args.model else MID_SIZE_CONFIG,
         "completions": "replayed from scripts, each token forced through the engine as one decode step",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
     }

@@ -170,11 +170,11 @@ def summarise(results: dict[str, dict[str, list[float]]]) -> dict[str, dict[str,
 def render(summary: dict[str, dict[str, dict[str, float]]]) -> str:
     transports = list(summary)
     header = f"{'tool':<16}" + "".join(f"{t + ' ms':>18}" for t in transports)
-    header += "".join(f"{t + ' / direct':>22}" for t in transports if t != "direct")
+    header += "".join(f"{t + ' / direct':>25}" for t in transports if t != "direct")
     lines = [header]
     for tool in CALLS:
         line = f"{tool:<16}" + "".join(f"{summary[t][tool]['median_ms']:>18.3f}" for t in transports)
-        line += "".join(f"{summary[t][tool]['vs_direct']:>21.1f}x" for t in transports if t != "direct")
+        line += "".join(f"{summary[t][tool]['vs_direct']:>24.1f}x" for t in transports if t != "direct")
         lines.append(line)
     return "\n".join(lines)
 
