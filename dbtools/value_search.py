@@ -21,13 +21,15 @@ from pathlib import Path
 from tqdm import tqdm
 
 from dbtools.demo.cache import cache_dir
-from dbtools.engines.base import ColumnInfo, Database, TableInfo
+from dbtools.engines.base import ColumnInfo, Database, ForeignKey, TableInfo
 from dbtools.errors import DatabaseToolError
 
 log = logging.getLogger(__name__)
 
 INDEX_FORMAT = 1  # bump when the store's layout changes: older files are rebuilt
 CASE_INSENSITIVE_SCORE = 0.95
+MAX_LINKS = 8  # foreign keys listed per match
+KEY_LOOKUP_MAX_ROWS = 10_000  # row keys are looked up live only in tables this small
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -58,6 +60,12 @@ class ValueMatch:
     matching_values: int  # distinct matching values found in the index
     matching_rows: int  # rows holding one of those values
     complete: bool  # False when the column has more distinct values than were indexed, or a cap was hit
+    # Foreign keys from this column and into this table, "customers.country_code -> countries.iso_code":
+    # how the value reaches other tables.
+    foreign_keys: list[str] = field(default_factory=list)
+    # For an exact match naming one row of a small table that others reference: that row's referenced key
+    # values, e.g. {"id": 1, "iso_code": "DE"} for "Germany", the literals the referencing columns hold.
+    row_keys: dict[str, object] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -384,7 +392,56 @@ class ValueIndex:
                 )
             )
         matches.sort(key=lambda m: (-m.score, -m.matching_rows, m.table, m.column))
-        return matches[:limit]
+        matches = matches[:limit]
+        self._add_links(matches)
+        return matches
+
+    def _add_links(self, matches: list[ValueMatch]) -> None:
+        """Fill in the foreign keys around each match and, for small referenced tables, the row's keys."""
+        tables = {t.name.lower(): t for t in self.db.tables()}
+        incoming: dict[str, list[tuple[str, ForeignKey]]] = {}
+        for child in tables.values():
+            for fk in child.foreign_keys:
+                incoming.setdefault(fk.ref_table.lower(), []).append((child.name, fk))
+        for match in matches:
+            info = tables.get(match.table.lower())
+            if info is None:
+                continue  # dropped since the index was built
+            outgoing = [(info.name, fk) for fk in info.foreign_keys if match.column in fk.columns]
+            into = incoming.get(info.name.lower(), [])
+            links = [_foreign_key_text(name, fk) for name, fk in outgoing + into]
+            match.foreign_keys = links[:MAX_LINKS] + (
+                [f"... and {len(links) - MAX_LINKS} more"] if len(links) > MAX_LINKS else []
+            )
+            small = info.row_estimate is not None and info.row_estimate <= KEY_LOOKUP_MAX_ROWS
+            # Only a value naming a single row (a lookup table's entry) has keys worth showing.
+            if (
+                into
+                and small
+                and match.match_type in ("exact", "case_insensitive")
+                and match.matching_rows == 1
+            ):
+                key_columns = list(
+                    dict.fromkeys(c for _, fk in into for c in fk.ref_columns if c != match.column)
+                )
+                if key_columns:
+                    match.row_keys = self._row_keys(info, match.column, match.values[0], key_columns)
+
+    def _row_keys(
+        self, info: TableInfo, column: str, value: str, key_columns: list[str]
+    ) -> dict[str, object]:
+        q = self.db.quote
+        sql = (
+            f"SELECT {', '.join(q(c) for c in key_columns)} FROM {q(info.name)} "
+            f"WHERE CAST({q(column)} AS TEXT) = {self.db.placeholder} LIMIT 1"
+        )
+        rows = list(self.db.stream(sql, (value,)))
+        if not rows:
+            return {}
+        return {
+            c: v if v is None or isinstance(v, (int, float, str)) else str(v)
+            for c, v in zip(key_columns, rows[0], strict=True)
+        }
 
     def _partial_candidates(
         self, conn: sqlite3.Connection, folded: str, scope: str, scope_params: tuple, limit: int
@@ -470,6 +527,13 @@ def _fuzzy_score(folded: str, candidate: str, cutoff: float) -> tuple[str | None
     if ratio < cutoff:
         return None, 0.0
     return "fuzzy", 0.8 * ratio
+
+
+def _foreign_key_text(table: str, fk: ForeignKey) -> str:
+    def side(name: str, columns: tuple[str, ...]) -> str:
+        return f"{name}.{columns[0]}" if len(columns) == 1 else f"{name}({', '.join(columns)})"
+
+    return f"{side(table, fk.columns)} -> {side(fk.ref_table, fk.ref_columns)}"
 
 
 def _scope_filter(table: str | None, column: str | None) -> tuple[str, tuple]:

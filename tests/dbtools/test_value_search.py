@@ -60,6 +60,11 @@ def test_exact_match_comes_first(index):
     matches = index.search("Germany")
     assert (matches[0].table, matches[0].column, matches[0].match_type) == ("countries", "name", "exact")
     assert matches[0].values == ["Germany"] and matches[0].score == 1.0
+    # Grounding: the row's key that other tables hold, and the foreign keys that hold it.
+    assert matches[0].row_keys["iso_code"] == "DE"
+    links = matches[0].foreign_keys
+    assert any(link.endswith(".country_code -> countries.iso_code") for link in links)
+    assert links[-1] == "... and 9 more"  # 17 foreign keys point at countries; 8 are listed
 
 
 def test_case_insensitive_match(index):
@@ -72,6 +77,8 @@ def test_codes_are_grounded_with_row_counts(index):
     matches = {(m.table, m.column): m for m in index.search("DE", limit=50)}
     customers = matches[("customers", "country_code")]
     assert customers.match_type == "exact"
+    assert customers.foreign_keys[0] == "customers.country_code -> countries.iso_code"
+    assert customers.row_keys == {}  # a code shared by many rows names no single row
     assert customers.matching_rows == _count(index, "customers", "country_code", "DE")
 
 
