@@ -159,3 +159,49 @@ def test_tiny_random_model_episodes_end_cleanly(tmp_path, tiny_model_dir):
         "no_sql",
     }
     assert DEMO_QUESTIONS.exists()
+
+
+@pytest.mark.postgres
+def test_questions_on_postgresql_are_scored_in_its_dialect(tmp_path, tokenizer_dir, pg_server_dsn):
+    import uuid
+
+    import psycopg
+
+    name = f"sqlscout_eval_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    dsn = pg_server_dsn.rsplit("/", 1)[0] + "/" + name
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE toy (name TEXT, price NUMERIC(8, 2), added DATE)")
+        conn.execute("INSERT INTO toy VALUES ('kite', 3.50, '2024-03-01'), ('yoyo', 1.25, '2024-05-02')")
+    records = [
+        {
+            "question_id": "sum",
+            "question": "Total price?",
+            "gold_sql": "SELECT SUM(price) FROM toy",
+            "database": dsn,
+        },
+        {
+            "question_id": "when",
+            "question": "When was the kite added?",
+            "gold_sql": "SELECT added FROM toy WHERE name = 'kite'",
+            "database": dsn,
+        },
+    ]
+    questions = tmp_path / "set.jsonl"
+    questions.write_text("".join(json.dumps(r) + "\n" for r in records))
+    # The model writes SQLite; the agent runs it in PostgreSQL's dialect (IFNULL becomes COALESCE).
+    replay = _write_scripts(
+        tmp_path / "replay.jsonl",
+        {
+            "sum": [_reply(("submit_sql", {"sql": "SELECT IFNULL(SUM(price), 0) FROM toy"}))],
+            "when": [_reply(("submit_sql", {"sql": "SELECT added FROM toy WHERE name = 'yoyo'"}))],
+        },
+    )
+
+    report, episodes = _run(tmp_path, "--questions", questions, "--model", tokenizer_dir, "--replay", replay)
+
+    by_id = {e["question_id"]: e for e in episodes}
+    assert by_id["sum"]["correct"] is True and "COALESCE" in by_id["sum"]["predicted_sql"].upper()
+    assert by_id["when"]["correct"] is False
+    assert report["overall"]["execution_accuracy"] == 0.5
