@@ -20,7 +20,7 @@ import torch
 
 from benchmarks.model_results import record_section
 from model.engine import Engine
-from model.sampling import SamplingParams
+from model.sampling_params import SamplingParams
 
 # A mid-size Qwen3.5: the 2B model's layer mix and proportions, scaled down to fit a 2-core CPU run.
 MID_SIZE_CONFIG = dict(

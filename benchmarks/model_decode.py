@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from model.engine import Engine
-from model.sampling import SamplingParams
+from model.sampling_params import SamplingParams
 
 QWEN35_2B = dict(
     vocab_size=248320,

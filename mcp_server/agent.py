@@ -17,7 +17,7 @@ from mcp_server.metrics import episode_metrics
 from mcp_server.outcome import EpisodeOutcome, conclude, dialect_fields
 from mcp_server.policies.base import Policy, PolicyRun
 from mcp_server.voting import vote
-from model.sampling import SamplingParams
+from model.sampling_params import SamplingParams
 
 log = logging.getLogger(__name__)
 

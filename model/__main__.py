@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from model.engine import Engine
     from model.errors import ModelDirectoryError
-    from model.sampling import SamplingParams
+    from model.sampling_params import SamplingParams
 
     try:
         engine = Engine.load(

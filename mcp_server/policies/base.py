@@ -8,7 +8,7 @@ from typing import Protocol
 
 from mcp_server.chat_format import ChatFormat
 from mcp_server.prompts import Prompts
-from model.sampling import SamplingParams
+from model.sampling_params import SamplingParams
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from mcp_server.agent_errors import AgentCancelled, EndpointError
 from mcp_server.chat_format import STOP_TOKENS, ChatFormat, render_chatml
 from mcp_server.policies.base import Completion
 from mcp_server.prompts import Prompts, load_prompts
-from model.sampling import SamplingParams
+from model.sampling_params import SamplingParams
 from model.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from mcp_server.chat_format import STOP_TOKENS, ChatFormat
 from mcp_server.policies.base import Completion
 from mcp_server.prompts import Prompts, load_prompts
 from model.engine import Engine
-from model.sampling import SamplingParams
+from model.sampling_params import SamplingParams
 
 # With a cancel event, decoding runs in chunks of this many tokens and checks the event between them.
 CANCEL_CHECK_TOKENS = 256

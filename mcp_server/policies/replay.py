@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from mcp_server.chat_format import ChatFormat, RenderChat
 from mcp_server.policies.base import Completion
 from mcp_server.prompts import Prompts
-from model.sampling import SamplingParams
+from model.sampling_params import SamplingParams
 
 
 class ReplayRun:

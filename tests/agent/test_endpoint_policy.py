@@ -13,7 +13,7 @@ from mcp_server.agent import Agent, AgentConfig
 from mcp_server.agent_errors import EndpointError
 from mcp_server.policies import build_policy
 from mcp_server.policies.endpoint import EndpointPolicy, completions_url
-from model.sampling import SamplingParams
+from model.sampling_params import SamplingParams
 
 LIST = '{"tool": "list_tables", "args": {}}'
 SUBMIT = '{"tool": "submit_sql", "args": {"sql": "SELECT COUNT(*) AS n FROM employees"}}'

@@ -7,7 +7,7 @@ import torch
 
 from model.cache import ModelCache
 from model.engine import Engine
-from model.sampling import SamplingParams
+from model.sampling_params import SamplingParams
 
 pytestmark = [
     pytest.mark.gpu,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model.sampling import SamplingParams
+from model.sampling_params import SamplingParams
 
 GREEDY = SamplingParams(temperature=0)
 

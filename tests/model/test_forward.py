@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from model.cache import ModelCache
-from model.sampling import SamplingParams
+from model.sampling_params import SamplingParams
 
 
 def _relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
