@@ -181,7 +181,7 @@ def attention_decode_triton(
         scale * LOG2_E,
         HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_G=max(16, triton.next_power_of_2(group)), BLOCK_N=BLOCK_N,
         LOW_PRECISION_DOT=low_precision, DOT_PRECISION=precision,
-        num_warps=4, num_stages=1 if interpreting() else 3,
+        num_warps=4, num_stages=3,
     )  # fmt: skip
     _decode_combine_kernel[(batch * q_heads,)](
         partial_out, partial_lse, gate, out, q_heads, n_splits, gate.stride(0), gate.stride(2),

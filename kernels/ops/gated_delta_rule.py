@@ -318,7 +318,9 @@ def gated_delta_rule_chunk_triton(
     block_v = value_dim if interpreting() else min(value_dim, 32)
     _chunk_scan_kernel[(batch * value_heads, value_dim // block_v)](
         w, u, qg, kg, aqk, chunk_decay, state, out, seq_len, value_heads, n_chunks,
-        DK=key_dim, DV=value_dim, BV=block_v, CHUNK=CHUNK, DOT_PRECISION=precision, num_warps=4,
+        DK=key_dim, DV=value_dim, BV=block_v, CHUNK=CHUNK, DOT_PRECISION=precision,
+        # fp32 dot operands are staged in shared memory: one stage of 64x128 tiles already takes ~130 KB.
+        num_warps=4, num_stages=1,
     )  # fmt: skip
     return out
 

@@ -10,9 +10,9 @@ from kernels.checks import check_last_dim_contiguous
 from kernels.ops.launch import output_like
 
 # 2*pi split in three (Cody-Waite): k * TWO_PI_HIGH is exact in fp32 for k < 2**16, i.e. angles below ~4e5.
-TWO_PI_HIGH = 6.28125
-TWO_PI_MID = 0.0019353071693331003
-TWO_PI_LOW = 1.0253131677018246e-11
+TWO_PI_HIGH = tl.constexpr(6.28125)
+TWO_PI_MID = tl.constexpr(0.0019353071693331003)
+TWO_PI_LOW = tl.constexpr(1.0253131677018246e-11)
 
 
 @triton.jit
