@@ -8,6 +8,14 @@ import pytest
 from benchmarks.datasets import DEMO_QUESTIONS, load_questions
 from benchmarks.evaluate import main
 from dbtools.engines import open_database
+from tests.benchmarks.dataset_files import (
+    OTHER_SCHEMA,
+    PHRASINGS,
+    QUESTIONS,
+    SCHEMA,
+    bird_folder,
+    write_parquet,
+)
 
 DEMO = load_questions("plain")
 
@@ -205,3 +213,69 @@ def test_questions_on_postgresql_are_scored_in_its_dialect(tmp_path, tokenizer_d
     assert by_id["sum"]["correct"] is True and "COALESCE" in by_id["sum"]["predicted_sql"].upper()
     assert by_id["when"]["correct"] is False
     assert report["overall"]["execution_accuracy"] == 0.5
+
+
+def test_sqale_records_end_to_end(tmp_path, tokenizer_dir):
+    questions = write_parquet(tmp_path / "queries.parquet", QUESTIONS)
+    schemas = write_parquet(tmp_path / "schemas.parquet", [SCHEMA, OTHER_SCHEMA], ("schema_content",))
+    replay = _write_scripts(
+        tmp_path / "replay.jsonl",
+        {
+            "1": [
+                _reply(("run_query", {"sql": "SELECT DISTINCT city FROM customers"})),
+                _reply(("submit_sql", {"sql": "SELECT name FROM customers WHERE city = 'Lisbon'"})),
+            ],
+            "2": [_reply(("submit_sql", {"sql": "SELECT SUM(total) FROM orders WHERE id = 10"}))],
+        },
+    )
+
+    report, episodes = _run(
+        tmp_path,
+        "--format",
+        "sqale",
+        "--questions",
+        questions,
+        "--schemas",
+        schemas,
+        "--cache-dir",
+        tmp_path / "cache",
+        "--phrasing",
+        "evidence_supported",
+        "--model",
+        tokenizer_dir,
+        "--replay",
+        replay,
+    )
+
+    assert [e["question"] for e in episodes] == [
+        PHRASINGS["evidence_supported"],
+        QUESTIONS[1]["questions"]["evidence_supported"],
+    ]
+    assert [e["correct"] for e in episodes] == [True, False]
+    assert report["by_difficulty"]["easy"]["execution_accuracy"] == 1.0
+    assert report["by_difficulty"]["medium"]["execution_accuracy"] == 0.0
+    assert episodes[0]["literals_seen"] == ["Lisbon"] and episodes[0]["opened_gold_tables"] is True
+    assert report["settings"]["phrasing"] == "evidence_supported"
+
+
+def test_bird_dev_folder_end_to_end(tmp_path, tokenizer_dir):
+    dev = bird_folder(tmp_path)
+    replay = _write_scripts(
+        tmp_path / "replay.jsonl",
+        {
+            "0": [
+                _reply(
+                    ("submit_sql", {"sql": "SELECT name FROM toy WHERE price = (SELECT MIN(price) FROM toy)"})
+                )
+            ],
+            "1": [_reply(("submit_sql", {"sql": "SELECT COUNT(name) FROM toy"}))],
+        },
+    )
+
+    report, episodes = _run(
+        tmp_path, "--format", "bird", "--questions", dev, "--model", tokenizer_dir, "--replay", replay
+    )
+
+    assert [e["correct"] for e in episodes] == [True, True]
+    assert episodes[0]["evidence"] == "cheapest refers to MIN(price)"
+    assert set(report["by_difficulty"]) == {"simple", "moderate"}
