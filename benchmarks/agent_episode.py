@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.datasets import load_questions
-from benchmarks.plots import RESULTS_DIR, stacked_bars
+from benchmarks.plots import RESULTS_DIR, grouped_bars, stacked_bars
 from dbtools.engines import open_database
 from mcp_server.agent import Agent, AgentConfig
 from mcp_server.chat_format import END_OF_TURN, ChatFormat
@@ -389,7 +389,19 @@ def main(argv: list[str] | None = None) -> int:
         },
         ylabel="seconds",
     )
-    print(f"wrote {out / 'agent_episode.json'} and {out / 'agent_episode.png'}", file=sys.stderr)
+    grouped_bars(
+        out / "agent_episode_tokens.png",
+        title="Tokens run through the model per episode",
+        groups=[e["question_id"] for e in episodes],
+        series={
+            "kept state (ours)": [e["processed_tokens"] for e in episodes],
+            "re-send the whole prompt each turn": [e["resend_tokens"] for e in episodes],
+        },
+        ylabel="tokens",
+    )
+    print(
+        f"wrote agent_episode.json, agent_episode.png and agent_episode_tokens.png to {out}", file=sys.stderr
+    )
     return 0
 
 

@@ -26,7 +26,8 @@ from benchmarks.eval_policies import policy_source
 from benchmarks.eval_report import build_report, render_report
 from dbtools.engines import Database, open_database
 from mcp_server.agent import Agent, AgentConfig
-from model.sampling import SamplingParams
+from mcp_server.agent_errors import EndpointError
+from model.sampling_params import SamplingParams
 
 log = logging.getLogger("benchmarks.evaluate")
 
@@ -168,7 +169,14 @@ def run_evaluation(
                 answer = agent.ask(question.question, question.evidence, samples=samples).to_dict()
                 agent_error = None
             except Exception as error:  # one broken episode is recorded, not allowed to end the run
-                log.exception("question %s: the episode failed", question.question_id)
+                if isinstance(error, EndpointError) and all(r["agent_error"] for r in records):
+                    raise  # the endpoint has never answered: a setup problem, not an episode's
+                log.warning(
+                    "question %s: the episode failed: %s",
+                    question.question_id,
+                    error,
+                    exc_info=log.isEnabledFor(logging.DEBUG),
+                )
                 answer, agent_error = (
                     {"sql": None, "ending": "error", "trace": {}},
                     f"{type(error).__name__}: {error}",
@@ -235,9 +243,13 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the question set is empty", file=sys.stderr)
         return 2
     config = AgentConfig(sampling=SamplingParams(seed=args.seed), token_budget=args.token_budget)
-    records = run_evaluation(
-        questions, policy_for, samples=args.samples, config=config, timeout_s=args.query_timeout
-    )
+    try:
+        records = run_evaluation(
+            questions, policy_for, samples=args.samples, config=config, timeout_s=args.query_timeout
+        )
+    except EndpointError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     settings = {
         "format": args.format,
         "questions": args.questions,
