@@ -135,18 +135,17 @@ def _attention_prefill_kernel(
 def _configs() -> list[triton.Config]:
     if interpreting():
         return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4)]
+    # Few configs: every fresh process compiles each of them once per head_dim and dtype.
     return [
         triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=2),
-        triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=8, num_stages=2),
         triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=2),
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 32}, num_warps=8, num_stages=3),
         triton.Config({"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=4, num_stages=3),
     ]
 
 
-_tuned_kernel = triton.autotune(
-    configs=_configs(), key=["HEAD_DIM", "LOW_PRECISION_DOT", "q_heads", "group"]
-)(_attention_prefill_kernel)
+_tuned_kernel = triton.autotune(configs=_configs(), key=["HEAD_DIM", "LOW_PRECISION_DOT"])(
+    _attention_prefill_kernel
+)
 
 
 def attention_prefill_triton(
