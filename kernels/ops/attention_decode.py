@@ -114,20 +114,28 @@ def _decode_combine_kernel(
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,
     BLOCK_S: tl.constexpr,
+    SPLITS_PER_STEP: tl.constexpr,
 ):
     row_head = tl.program_id(0)
     b = row_head // q_heads
     h = row_head % q_heads
-    offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, BLOCK_D)
-    s_mask = offs_s < n_splits
     d_mask = offs_d < HEAD_DIM
-    lse = tl.load(partial_lse_ptr + row_head * n_splits + offs_s, mask=s_mask, other=float("-inf"))
-    weights = tl.exp2(lse - tl.max(lse, axis=0))
-    weights = weights / tl.sum(weights, axis=0)
-    p_offsets = (row_head * n_splits + offs_s[:, None]).to(tl.int64) * HEAD_DIM + offs_d[None, :]
-    partial = tl.load(partial_out_ptr + p_offsets, mask=s_mask[:, None] & d_mask[None, :], other=0.0)
-    out = tl.sum(weights[:, None] * partial, axis=0)
+    lse_row = partial_lse_ptr + row_head * n_splits
+    all_lse = tl.load(
+        lse_row + tl.arange(0, BLOCK_S), mask=tl.arange(0, BLOCK_S) < n_splits, other=float("-inf")
+    )
+    lse_max = tl.max(all_lse, axis=0)
+    total = tl.sum(tl.exp2(all_lse - lse_max), axis=0)
+    out = tl.zeros([BLOCK_D], dtype=tl.float32)
+    # A few splits at a time, so the partial outputs never occupy more than a small tile of registers.
+    for s0 in range(0, n_splits, SPLITS_PER_STEP):
+        offs_s = s0 + tl.arange(0, SPLITS_PER_STEP)
+        s_mask = offs_s < n_splits
+        weights = tl.exp2(tl.load(lse_row + offs_s, mask=s_mask, other=float("-inf")) - lse_max) / total
+        p_offsets = (row_head * n_splits + offs_s[:, None]).to(tl.int64) * HEAD_DIM + offs_d[None, :]
+        partial = tl.load(partial_out_ptr + p_offsets, mask=s_mask[:, None] & d_mask[None, :], other=0.0)
+        out += tl.sum(weights[:, None] * partial, axis=0)
     gate = tl.load(gate_ptr + b * stride_gb + h * stride_gh + offs_d, mask=d_mask, other=0.0).to(tl.float32)
     out = out * tl.sigmoid(gate)
     tl.store(
@@ -185,6 +193,7 @@ def attention_decode_triton(
     )  # fmt: skip
     _decode_combine_kernel[(batch * q_heads,)](
         partial_out, partial_lse, gate, out, q_heads, n_splits, gate.stride(0), gate.stride(2),
-        HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_S=triton.next_power_of_2(n_splits), num_warps=4,
+        HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_S=triton.next_power_of_2(n_splits), SPLITS_PER_STEP=8,
+        num_warps=4,
     )  # fmt: skip
     return out

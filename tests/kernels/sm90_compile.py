@@ -45,7 +45,7 @@ KERNELS = {
     ),
     "attention decode combine": (
         attention_decode._decode_combine_kernel, {**BF16, **PARTIALS},
-        {"HEAD_DIM": 256, "BLOCK_D": 256, "BLOCK_S": attention_decode.MAX_SPLITS}, 4, 3,
+        {"HEAD_DIM": 256, "BLOCK_D": 256, "BLOCK_S": attention_decode.MAX_SPLITS, "SPLITS_PER_STEP": 8}, 4, 3,
     ),
     "causal conv1d": (
         causal_conv1d._causal_conv1d_kernel, BF16,

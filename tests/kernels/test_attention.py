@@ -76,7 +76,7 @@ DECODE_CASES = [
     # batch, q heads, kv heads, head_dim, prefix per row, splits
     (1, 4, 1, 64, [0], None),
     (2, 8, 2, 256, [130, 7], None),
-    (3, 4, 2, 48, [200, 64, 1], 7),
+    (3, 4, 2, 48, [200, 64, 1], 11),
 ]
 
 
