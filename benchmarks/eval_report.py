@@ -45,6 +45,10 @@ def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:
         "mean_prompt_tokens": _mean([e["tokens"]["prompt"] for e in episodes]),
         "mean_generated_tokens": _mean([e["tokens"]["generated"] for e in episodes]),
         "mean_sequence_tokens": _mean([e["tokens"]["sequence"] for e in episodes]),
+        # Tokens the model ran (all samples); only the local engine can count them.
+        "mean_processed_tokens": _mean(
+            [e["processed_tokens"] for e in episodes if e.get("processed_tokens") is not None]
+        ),
         "latency_s": {
             "mean": _mean(latencies),
             "p50": _percentile(latencies, 0.5),
@@ -87,6 +91,7 @@ def render_report(report: dict[str, Any]) -> str:
         ("tool calls / episode", lambda s: _cell(s["mean_tool_calls"])),
         ("prompt tokens / episode", lambda s: _cell(s["mean_prompt_tokens"])),
         ("generated tokens / episode", lambda s: _cell(s["mean_generated_tokens"])),
+        ("tokens run by the model / episode", lambda s: _cell(s["mean_processed_tokens"])),
         ("latency mean s", lambda s: _cell(s["latency_s"]["mean"])),
         ("latency p95 s", lambda s: _cell(s["latency_s"]["p95"])),
         ("model s / episode", lambda s: _cell(s["mean_model_s"])),

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from benchmarks.datasets import DEMO_QUESTIONS, load_questions
+from benchmarks.datasets import load_questions
 from benchmarks.evaluate import main
 from dbtools.engines import open_database
 from tests.benchmarks.dataset_files import (
@@ -166,7 +166,8 @@ def test_tiny_random_model_episodes_end_cleanly(tmp_path, tiny_model_dir):
         "fallback",
         "no_sql",
     }
-    assert DEMO_QUESTIONS.exists()
+    processed = [e["processed_tokens"] for e in episodes]
+    assert report["overall"]["mean_processed_tokens"] == pytest.approx(sum(processed) / len(processed))
 
 
 @pytest.mark.postgres
