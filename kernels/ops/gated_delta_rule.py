@@ -313,7 +313,8 @@ def gated_delta_rule_chunk_triton(
     _chunk_prepare_kernel[(n_chunks, batch * value_heads)](
         q, k, v, a, b, A_log, dt_bias, w, u, qg, kg, aqk, chunk_decay,
         seq_len, value_heads, value_heads // q.shape[2], n_chunks, *_input_strides(q, k, v, a, b),
-        key_dim**-0.5, DK=key_dim, DV=value_dim, CHUNK=CHUNK, SUB=CHUNK // 4, DOT_PRECISION=precision, num_warps=4,
+        key_dim**-0.5, DK=key_dim, DV=value_dim, CHUNK=CHUNK, SUB=CHUNK // 4, DOT_PRECISION=precision,
+        num_warps=8,  # some twenty 16x128 fp32 tiles are live at once
     )  # fmt: skip
     block_v = value_dim if interpreting() else min(value_dim, 32)
     _chunk_scan_kernel[(batch * value_heads, value_dim // block_v)](

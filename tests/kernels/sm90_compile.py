@@ -57,7 +57,7 @@ KERNELS = {
     ),
     "gdn chunk prepare": (
         gated_delta_rule._chunk_prepare_kernel, GDN,
-        {"DK": 128, "DV": 128, "CHUNK": 64, "SUB": 16, "DOT_PRECISION": "tf32"}, 4, 3,
+        {"DK": 128, "DV": 128, "CHUNK": 64, "SUB": 16, "DOT_PRECISION": "tf32"}, 8, 3,
     ),
     "gdn chunk scan": (
         gated_delta_rule._chunk_scan_kernel, GDN,
