@@ -142,6 +142,7 @@ class ValueIndex:
         self.workers = max(1, workers)
         self.progress = progress
         self._refresh_lock = threading.RLock()
+        self._catalog: dict[str, TableInfo] | None = None  # the schema as of the last refresh, by lower name
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._open_store()
 
@@ -177,7 +178,9 @@ class ValueIndex:
         with self._refresh_lock:
             started = time.perf_counter()
             report = RefreshReport()
-            tables = [t for t in self.db.tables() if not _is_view(t)]
+            catalog = self.db.tables()
+            self._catalog = {t.name.lower(): t for t in catalog}
+            tables = [t for t in catalog if not _is_view(t)]
             with closing(self._connect()) as conn:
                 stored = dict(conn.execute("SELECT table_name, fingerprint FROM indexed_tables").fetchall())
             current = {t.name: _table_marker(self.db, t) for t in tables}
@@ -398,7 +401,10 @@ class ValueIndex:
 
     def _add_links(self, matches: list[ValueMatch]) -> None:
         """Fill in the foreign keys around each match and, for small referenced tables, the row's keys."""
-        tables = {t.name.lower(): t for t in self.db.tables()}
+        # The schema as the index saw it: re-reading the catalog per lookup costs more than the lookup.
+        if self._catalog is None:
+            self._catalog = {t.name.lower(): t for t in self.db.tables()}
+        tables = self._catalog
         incoming: dict[str, list[tuple[str, ForeignKey]]] = {}
         for child in tables.values():
             for fk in child.foreign_keys:
