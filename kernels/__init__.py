@@ -96,7 +96,9 @@ def rotary_embedding(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.T
     return _rotary_ref.rotary_embedding(x, positions, inv_freq)
 
 
-def _check_attention(q, k_cache, v_cache, gate, start) -> None:
+def _check_attention(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, gate: torch.Tensor, start: torch.Tensor
+) -> None:
     check_float("q", q)
     check_ndim("q", q, 4, "[B, T, Hq, D]")
     batch, _, q_heads, head_dim = q.shape

@@ -256,7 +256,9 @@ def _recurrent_kernel(
     tl.store(state_tile, state)
 
 
-def _input_strides(q, k, v, a, b) -> tuple[int, ...]:
+def _input_strides(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor
+) -> tuple[int, ...]:
     return (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *a.stride()[:2], *b.stride()[:2])
 
 
