@@ -11,6 +11,7 @@ from mcp_server.agent import Agent, AgentAnswer, AgentConfig, RoundEvent
 from mcp_server.agent_errors import PolicyConfigError
 from mcp_server.policies import MODEL_SETUP_HINT, Policy, build_policy
 from mcp_server.settings import Settings
+from model.sampling_params import SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,11 @@ class ModelRunner:
                 token_budget=self.settings.token_budget,
                 samples=self.settings.samples,
                 max_result_rows=self.settings.max_rows,
+                sampling=SamplingParams(
+                    temperature=self.settings.temperature,
+                    top_p=self.settings.top_p,
+                    top_k=self.settings.top_k,
+                ),
             )
             self._agent = Agent(self.db, self._policy, config)
         return self._agent

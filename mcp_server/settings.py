@@ -47,7 +47,12 @@ OPTIONS: tuple[Option, ...] = (
         "(default: the bundled demo database)",
         metavar="DSN",
     ),
-    Option("model", "directory of the text-to-SQL model (safetensors, tokenizer, config)", metavar="DIR"),
+    Option(
+        "model",
+        "directory of the text-to-SQL model (safetensors, tokenizer, config); with --endpoint it only lends "
+        "its tokenizer, chat template and prompts",
+        metavar="DIR",
+    ),
     Option(
         "endpoint",
         "OpenAI-compatible completions endpoint to run the model on instead (e.g. vLLM)",
@@ -86,6 +91,16 @@ OPTIONS: tuple[Option, ...] = (
         parse=int,
         metavar="TOKENS",
     ),
+    Option(
+        "temperature", "sampling temperature (default 0.6, as trained; 0 is greedy)", parse=float, metavar="T"
+    ),
+    Option("top_p", "nucleus sampling threshold (default 0.95, as trained)", parse=float, metavar="P"),
+    Option(
+        "top_k",
+        "sample among the K likeliest tokens (default 20, as trained; 0 switches off)",
+        parse=int,
+        metavar="K",
+    ),
     Option("log_level", "stderr log level (default INFO)", parse=str.upper, choices=LOG_LEVELS),
 )
 
@@ -119,13 +134,14 @@ class Settings:
     device: str | None = None
     samples: int = 1
     token_budget: int = 12288
+    temperature: float = 0.6
+    top_p: float = 0.95
+    top_k: int = 20
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
             raise SettingsError(f"--transport must be one of {', '.join(TRANSPORTS)}, not {self.transport!r}")
-        if self.model and self.endpoint:
-            raise SettingsError("give either --model DIR or --endpoint URL, not both")
         if self.model and not Path(self.model).is_dir():
             raise SettingsError(
                 f"model directory {self.model!r} does not exist: give the directory holding the model's "
@@ -146,6 +162,12 @@ class Settings:
             raise SettingsError(f"--samples must be at least 1, not {self.samples}")
         if self.token_budget < 256:
             raise SettingsError(f"--token-budget must be at least 256 tokens, not {self.token_budget}")
+        if self.temperature < 0:
+            raise SettingsError(f"--temperature must be >= 0, not {self.temperature:g}")
+        if not 0 < self.top_p <= 1:
+            raise SettingsError(f"--top-p must be in (0, 1], not {self.top_p:g}")
+        if self.top_k < 0:
+            raise SettingsError(f"--top-k must be >= 0, not {self.top_k}")
         if self.device is not None and self.device not in DEVICES:
             raise SettingsError(f"--device must be one of {', '.join(DEVICES)}, not {self.device!r}")
         if self.log_level not in LOG_LEVELS:

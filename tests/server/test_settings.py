@@ -36,8 +36,9 @@ def test_bad_environment_values_name_the_variable(env, message):
 
 
 def test_model_and_endpoint_rules(tmp_path):
-    with pytest.raises(SettingsError, match="either --model DIR or --endpoint URL"):
-        Settings(model=str(tmp_path), endpoint="http://localhost:8001/v1", endpoint_model="m")
+    # A model directory beside an endpoint lends the endpoint its tokenizer, chat template and prompts.
+    both = Settings(model=str(tmp_path), endpoint="http://localhost:8001/v1", endpoint_model="m")
+    assert both.has_model
     with pytest.raises(SettingsError, match="--endpoint needs --endpoint-model"):
         Settings(endpoint="http://localhost:8001/v1")
     with pytest.raises(SettingsError, match="only apply with --endpoint"):
@@ -74,3 +75,21 @@ def test_is_loopback(host, loopback):
 def test_allowed_origins_are_normalised():
     settings = Settings(allowed_origins="https://App.example.com/, http://x.test:3000")
     assert settings.origins == ("https://app.example.com", "http://x.test:3000")
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"temperature": -0.1}, "--temperature must be >= 0"),
+        ({"top_p": 0.0}, r"--top-p must be in \(0, 1\]"),
+        ({"top_k": -1}, "--top-k must be >= 0"),
+    ],
+)
+def test_sampling_settings_are_checked(kwargs, message):
+    with pytest.raises(SettingsError, match=message):
+        Settings(**kwargs)
+
+
+def test_sampling_flags_override_environment():
+    settings = Settings.resolve({"temperature": 0.0}, {"SQLSCOUT_TEMPERATURE": "0.9", "SQLSCOUT_TOP_K": "5"})
+    assert (settings.temperature, settings.top_k, settings.top_p) == (0.0, 5, 0.95)
