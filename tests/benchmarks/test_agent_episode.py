@@ -21,3 +21,4 @@ def test_forced_replay_runs_every_token_once_and_counts_the_resend_peer(tiny_mod
     # Re-sending: turn 2 prefills turn 1's prompt and reply again.
     assert episode["sequence_tokens"] < episode["resend_tokens"] < 2 * episode["sequence_tokens"]
     assert episode["db_s"] > 0 and episode["prefill_s"] > 0 and episode["decode_s"] > 0
+    assert episode["kept_prefill_s"] > 0 and episode["resend_prefill_s"] > 0
