@@ -143,6 +143,7 @@ class ValueIndex:
         self.progress = progress
         self._refresh_lock = threading.RLock()
         self._catalog: dict[str, TableInfo] | None = None  # the schema as of the last refresh, by lower name
+        self._small_tables: dict[str, bool] = {}  # tables without a row estimate, by whether they are small
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._open_store()
 
@@ -180,6 +181,7 @@ class ValueIndex:
             report = RefreshReport()
             catalog = self.db.tables()
             self._catalog = {t.name.lower(): t for t in catalog}
+            self._small_tables.clear()
             tables = [t for t in catalog if not _is_view(t)]
             with closing(self._connect()) as conn:
                 stored = dict(conn.execute("SELECT table_name, fingerprint FROM indexed_tables").fetchall())
@@ -419,19 +421,35 @@ class ValueIndex:
             match.foreign_keys = links[:MAX_LINKS] + (
                 [f"... and {len(links) - MAX_LINKS} more"] if len(links) > MAX_LINKS else []
             )
-            small = info.row_estimate is not None and info.row_estimate <= KEY_LOOKUP_MAX_ROWS
             # Only a value naming a single row (a lookup table's entry) has keys worth showing.
             if (
                 into
-                and small
                 and match.match_type in ("exact", "case_insensitive")
                 and match.matching_rows == 1
+                and self._is_small(info)
             ):
                 key_columns = list(
                     dict.fromkeys(c for _, fk in into for c in fk.ref_columns if c != match.column)
                 )
                 if key_columns:
                     match.row_keys = self._row_keys(info, match.column, match.values[0], key_columns)
+
+    def _is_small(self, info: TableInfo) -> bool:
+        """Whether a table is small enough to look row keys up live: the catalog's estimate where the engine
+        keeps one, else a count that stops past the limit (remembered, like the rest of the catalog)."""
+        if info.row_estimate is not None:
+            return info.row_estimate <= KEY_LOOKUP_MAX_ROWS
+        if info.name not in self._small_tables:
+            sql = (
+                f"SELECT COUNT(*) FROM (SELECT 1 FROM {self.db.quote(info.name)} "
+                f"LIMIT {KEY_LOOKUP_MAX_ROWS + 1}) AS bounded"
+            )
+            try:
+                [(count,)] = list(self.db.stream(sql))
+            except DatabaseToolError:
+                count = KEY_LOOKUP_MAX_ROWS + 1
+            self._small_tables[info.name] = count <= KEY_LOOKUP_MAX_ROWS
+        return self._small_tables[info.name]
 
     def _row_keys(
         self, info: TableInfo, column: str, value: str, key_columns: list[str]

@@ -33,6 +33,7 @@ from mcp_server.server_models import (
     TableDescription,
     TableList,
     TableSummary,
+    ValueMatch,
     ValueMatches,
 )
 from mcp_server.settings import Settings
@@ -80,6 +81,18 @@ def row_count(db: Database, info: TableInfo) -> int | None:
         return count
     except DatabaseToolError:
         return None
+
+
+def value_match_line(match: ValueMatch) -> str:
+    """One match as a line: where the value lives, how it is spelled, which keys lead to and from it."""
+    line = f"{match.table}.{match.column} ({match.match_type}, {match.matching_rows} rows): " + ", ".join(
+        repr(v) for v in match.values
+    )
+    if match.row_keys:
+        line += "; row keys " + ", ".join(f"{k}={v!r}" for k, v in match.row_keys.items())
+    if match.foreign_keys:
+        line += "; joins " + ", ".join(match.foreign_keys)
+    return line
 
 
 def table_summary(db: Database, info: TableInfo) -> TableSummary:
@@ -204,11 +217,7 @@ class ScoutTools:
             except ValueError as error:
                 raise ToolError(f"search_values: {error}") from error
         result = ValueMatches(text=text, matches=[m.to_dict() for m in matches])
-        body = "\n".join(
-            f"{m.table}.{m.column} ({m.match_type}, {m.matching_rows} rows): "
-            + ", ".join(repr(v) for v in m.values)
-            for m in result.matches
-        )
+        body = "\n".join(value_match_line(m) for m in result.matches)
         return structured(
             result, f"{len(result.matches)} columns hold values close to the text.", body or "(none)"
         )

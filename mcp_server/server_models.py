@@ -70,6 +70,14 @@ class ValueMatch(BaseModel):
     matching_values: int = Field(description="distinct matching values in the column")
     matching_rows: int = Field(description="rows holding one of them")
     complete: bool = Field(description="false when the column was only partly indexed")
+    foreign_keys: list[str] = Field(
+        default_factory=list, description="foreign keys from this column and into its table: how to join"
+    )
+    row_keys: dict[str, JsonCell] = Field(
+        default_factory=dict,
+        description="for an exact match naming one row of a small referenced table: that row's keys, "
+        "the values that referencing columns hold (e.g. Germany -> iso_code 'DE')",
+    )
 
 
 class ValueMatches(BaseModel):

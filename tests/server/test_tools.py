@@ -105,6 +105,17 @@ async def test_search_values_finds_spellings_and_narrows(shop_server):
     assert unknown.is_error and "orders" in fenced_body(unknown.content[0].text)
 
 
+async def test_search_values_grounds_a_name_to_the_keys_that_reference_it(shop_server):
+    async with Client(shop_server) as client:
+        result = await client.call_tool("search_values", {"text": "Grace Hopper"})
+    best = result.structured_content["matches"][0]
+    assert (best["table"], best["column"], best["match_type"]) == ("customers", "name", "exact")
+    assert best["row_keys"] == {"id": 2}
+    assert any("orders.customer_id" in link for link in best["foreign_keys"])
+    body = fenced_body(result.content[0].text)
+    assert "row keys id=2" in body and "orders.customer_id" in body
+
+
 async def test_sample_rows_and_the_fence_holds_against_injected_text(shop_server):
     async with Client(shop_server) as client:
         result = await client.call_tool("sample_rows", {"table": "customers", "limit": 3})
