@@ -24,9 +24,21 @@ def attention(
     qg = q.float().permute(0, 2, 1, 3).reshape(batch, kv_heads, group * new_tokens, head_dim)
     keys = k_cache[:, :, :kv_len].float()
     values = v_cache[:, :, :kv_len].float()
-    query_pos = start[:, None] + torch.arange(new_tokens, device=q.device)  # [B, T]
-    visible = torch.arange(kv_len, device=q.device)[None, None, :] <= query_pos[:, :, None]  # [B, T, S]
-    mask = visible[:, None].repeat(1, 1, group, 1).reshape(batch, 1, group * new_tokens, kv_len)
-    out = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask, scale=scale)
+    out = F.scaled_dot_product_attention(
+        qg, keys, values, attn_mask=_mask(start, new_tokens, group, kv_len), scale=scale
+    )
     out = out.reshape(batch, q_heads, new_tokens, head_dim).permute(0, 2, 1, 3)
     return (out * torch.sigmoid(gate.float())).to(q.dtype)
+
+
+def _mask(start: torch.Tensor, new_tokens: int, group: int, kv_len: int) -> torch.Tensor | None:
+    """The visibility mask [B, 1, group * T, S] for SDPA, or None when every query sees every cached key."""
+    batch = start.shape[0]
+    if new_tokens == 1:
+        if batch == 1:
+            return None
+        # One query per row: a [B, 1, 1, S] mask broadcasts over heads and the stacked group.
+        return (torch.arange(kv_len, device=start.device) <= start[:, None])[:, None, None, :]
+    query_pos = start[:, None] + torch.arange(new_tokens, device=start.device)  # [B, T]
+    visible = torch.arange(kv_len, device=start.device)[None, None, :] <= query_pos[:, :, None]  # [B, T, S]
+    return visible[:, None].repeat(1, 1, group, 1).reshape(batch, 1, group * new_tokens, kv_len)

@@ -114,8 +114,38 @@ def gated_delta_rule(
     state: torch.Tensor,
 ) -> torch.Tensor:
     """Gated DeltaNet core; `state` [B, Hv, dk, dv] fp32 is updated in place; returns o [B, T, Hv, dv] in v.dtype."""
+    if q.shape[1] == 1:
+        return _step(q, k, v, a, b, A_log, dt_bias, state)
     qp, kp, vp, g, beta = prepare(q, k, v, a, b, A_log, dt_bias)
-    step = recurrent if q.shape[1] == 1 else chunked
-    out, final = step(qp, kp, vp, g, beta, state)
+    out, final = chunked(qp, kp, vp, g, beta, state)
     state.copy_(final)
     return out.transpose(1, 2).to(v.dtype).contiguous()
+
+
+def _step(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    state: torch.Tensor,
+) -> torch.Tensor:
+    """One token of `recurrent` read straight from the [B, 1, H, ...] inputs: no layout copies, state in place.
+
+    Value heads sharing a key head are a view [B, Hk, Hv/Hk, ...] of the state, so q and k are broadcast
+    instead of repeated.
+    """
+    batch, _, key_heads, key_dim = q.shape
+    value_heads, value_dim = v.shape[2], v.shape[3]
+    groups = (key_heads, value_heads // key_heads)
+    qf = l2_normalize(q.float()).mul_(key_dim**-0.5).view(batch, key_heads, 1, 1, key_dim)
+    kf = l2_normalize(k.float()).view(batch, key_heads, 1, 1, key_dim)
+    g, beta = gates(a, b, A_log, dt_bias)  # [B, 1, Hv]
+    grouped = state.unflatten(1, groups)  # [B, Hk, Hv/Hk, dk, dv]
+    grouped.mul_(g.exp_().view(batch, *groups, 1, 1))
+    predicted = kf @ grouped  # [B, Hk, Hv/Hk, 1, dv]
+    delta = v.float().view(batch, *groups, 1, value_dim).sub(predicted).mul_(beta.view(batch, *groups, 1, 1))
+    grouped.addcmul_(kf.transpose(-1, -2), delta)
+    return (qf @ grouped).view(batch, 1, value_heads, value_dim).to(v.dtype)

@@ -8,6 +8,5 @@ import torch.nn.functional as F
 
 def gated_rms_norm(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """Normalise the last dim of x in fp32, multiply by the plain weight and silu(z), store in x.dtype."""
-    xf = x.float()
-    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    y = F.rms_norm(x.float(), x.shape[-1:], eps=eps)
     return (weight.float() * y * F.silu(z.float())).to(x.dtype)

@@ -11,8 +11,6 @@ def rotary_embedding(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.T
     freqs = positions.float()[..., None] * inv_freq.float()  # [B, T, R/2]
     cos = freqs.cos()[:, :, None, :]
     sin = freqs.sin()[:, :, None, :]
-    xf = x.float()
-    x1 = xf[..., : rotary_dim // 2]
-    x2 = xf[..., rotary_dim // 2 : rotary_dim]
-    rotated = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
-    return torch.cat((rotated, xf[..., rotary_dim:]), dim=-1).to(x.dtype)
+    half = rotary_dim // 2
+    x1, x2, rest = x.float().split((half, half, x.shape[-1] - rotary_dim), dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest), dim=-1).to(x.dtype)
