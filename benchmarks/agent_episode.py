@@ -353,6 +353,32 @@ def render(episodes: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def draw_plots(out: Path, episodes: list[dict[str, Any]]) -> None:
+    """agent_episode.png (where the time goes) and agent_episode_tokens.png (tokens run, kept vs re-sent)."""
+    stacked_bars(
+        out / "agent_episode.png",
+        title="Where an episode's time goes (mid-size random model, CPU)",
+        groups=[e["question_id"] for e in episodes],
+        parts={
+            "prefill (model)": [e["prefill_s"] for e in episodes],
+            "decode (model)": [e["decode_s"] for e in episodes],
+            "database": [e["db_s"] for e in episodes],
+            "agent (parsing, tokenising)": [max(0.0, e["other_s"]) for e in episodes],
+        },
+        ylabel="seconds",
+    )
+    grouped_bars(
+        out / "agent_episode_tokens.png",
+        title="Tokens run through the model per episode",
+        groups=[e["question_id"] for e in episodes],
+        series={
+            "kept state (ours)": [e["processed_tokens"] for e in episodes],
+            "re-send the whole prompt each turn": [e["resend_tokens"] for e in episodes],
+        },
+        ylabel="tokens",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.agent_episode", description=__doc__.split("\n")[0]
@@ -402,28 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "agent_episode.json").write_text(
         json.dumps({"setting": setting, "episodes": episodes}, indent=2) + "\n"
     )
-    stacked_bars(
-        out / "agent_episode.png",
-        title="Where an episode's time goes (mid-size random model, CPU)",
-        groups=[e["question_id"] for e in episodes],
-        parts={
-            "prefill (model)": [e["prefill_s"] for e in episodes],
-            "decode (model)": [e["decode_s"] for e in episodes],
-            "database": [e["db_s"] for e in episodes],
-            "agent (parsing, tokenising)": [max(0.0, e["other_s"]) for e in episodes],
-        },
-        ylabel="seconds",
-    )
-    grouped_bars(
-        out / "agent_episode_tokens.png",
-        title="Tokens run through the model per episode",
-        groups=[e["question_id"] for e in episodes],
-        series={
-            "kept state (ours)": [e["processed_tokens"] for e in episodes],
-            "re-send the whole prompt each turn": [e["resend_tokens"] for e in episodes],
-        },
-        ylabel="tokens",
-    )
+    draw_plots(out, episodes)
     print(
         f"wrote agent_episode.json, agent_episode.png and agent_episode_tokens.png to {out}", file=sys.stderr
     )

@@ -179,6 +179,18 @@ def render(summary: dict[str, dict[str, dict[str, float]]]) -> str:
     return "\n".join(lines)
 
 
+def draw_plot(out: Path, summary: dict[str, dict[str, dict[str, float]]]) -> None:
+    """mcp_latency.png: median milliseconds per tool, one bar per transport."""
+    grouped_bars(
+        out / "mcp_latency.png",
+        title="MCP tool round trip, median (demo database)",
+        groups=list(CALLS),
+        series={t: [summary[t][tool]["median_ms"] for tool in CALLS] for t in summary},
+        ylabel="milliseconds (log scale)",
+        log_scale=True,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.mcp_latency", description=__doc__.split("\n")[0]
@@ -212,14 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "mcp_latency.json").write_text(
         json.dumps({"dsn": dsn, "repeats": args.repeats, "summary": summary}, indent=2) + "\n"
     )
-    grouped_bars(
-        out / "mcp_latency.png",
-        title="MCP tool round trip, median (demo database)",
-        groups=list(CALLS),
-        series={t: [summary[t][tool]["median_ms"] for tool in CALLS] for t in summary},
-        ylabel="milliseconds (log scale)",
-        log_scale=True,
-    )
+    draw_plot(out, summary)
     print(f"wrote {out / 'mcp_latency.json'} and {out / 'mcp_latency.png'}", file=sys.stderr)
     return 0
 

@@ -13,6 +13,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
+def _label(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def grouped_bars(
     path: str | Path,
     *,
@@ -30,7 +34,7 @@ def grouped_bars(
     for index, (name, values) in enumerate(series.items()):
         positions = [g + (index - (len(series) - 1) / 2) * width for g in range(len(groups))]
         bars = axes.bar(positions, values, width, label=name)
-        axes.bar_label(bars, labels=[f"{v:.3g}" for v in values], fontsize=7, padding=1)
+        axes.bar_label(bars, labels=[_label(v) for v in values], fontsize=7, padding=1)
     axes.set_xticks(range(len(groups)), groups, rotation=15)
     axes.set_ylabel(ylabel)
     axes.set_title(title)
@@ -38,7 +42,7 @@ def grouped_bars(
         axes.set_yscale("log")
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(figure)
     return path
 
@@ -60,12 +64,12 @@ def stacked_bars(
         axes.bar(range(len(groups)), values, 0.6, bottom=bottoms, label=name)
         bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
     for index, total in enumerate(bottoms):
-        axes.annotate(f"{total:.3g}", (index, total), ha="center", va="bottom", fontsize=8)
+        axes.annotate(_label(total), (index, total), ha="center", va="bottom", fontsize=8)
     axes.set_xticks(range(len(groups)), groups)
     axes.set_ylabel(ylabel)
     axes.set_title(title)
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(figure)
     return path
