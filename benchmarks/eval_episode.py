@@ -77,6 +77,12 @@ def score_episode(
         "ending": answer.get("ending") or "unknown",
         "correct": correct,
         "gold_error": gold.error,
+        # Whether the rebuilt database gives the gold result the dataset recorded (None: nothing recorded).
+        "gold_matches_recorded": (
+            None
+            if question.recorded_rows is None or gold.error
+            else results_match(gold.rows, question.recorded_rows)
+        ),
         "predicted_error": predicted.error,
         "rounds": len(rounds),
         "tool_calls": len(calls),

@@ -15,3 +15,5 @@ class EvalQuestion:
     database: str | None
     evidence: str | None = None
     difficulty: str = "unknown"
+    # The gold result the dataset recorded (SQaLe's execution_result), to check the rebuilt database against.
+    recorded_rows: tuple[tuple, ...] | None = None

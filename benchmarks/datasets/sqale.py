@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import logging
+import ast
+import json
 from pathlib import Path
 
 from benchmarks.datasets.question import EvalQuestion
 from benchmarks.datasets.records import json_field, read_records
 from benchmarks.datasets.sqale_build import sqale_database
-
-log = logging.getLogger(__name__)
 
 DEFAULT_PHRASING = "verbose"
 
@@ -45,9 +44,25 @@ def load_sqale(
             database=databases[record["schema_id"]],
             evidence=record.get("evidence") or None,
             difficulty=str(record.get("difficulty") or "unknown"),
+            recorded_rows=_recorded_rows(record.get("execution_result")),
         )
         for record in records
     ]
+
+
+def _recorded_rows(value: object) -> tuple[tuple, ...] | None:
+    """execution_result as rows when it reads as a list of rows (JSON or Python literal text); else None."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            try:
+                value = ast.literal_eval(value)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return None
+    if not isinstance(value, (list, tuple)) or not all(isinstance(row, (list, tuple)) for row in value):
+        return None
+    return tuple(tuple(row) for row in value)
 
 
 def _phrasing(record: dict, phrasing: str) -> str:

@@ -26,6 +26,7 @@ def test_sqale_records_build_databases_once(tmp_path, writer):
 
     assert [q.question_id for q in loaded] == ["1", "2"]
     assert loaded[0].question == PHRASINGS["verbose"]
+    assert [q.recorded_rows for q in loaded] == [(("Ana; Lda",),), ((29.5,),)]
     assert [q.difficulty for q in loaded] == ["easy", "medium"]
     assert loaded[0].database == loaded[1].database
     assert len(list(cache.iterdir())) == 1, "one database per schema_id, none for unused schemas"

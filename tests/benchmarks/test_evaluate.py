@@ -217,7 +217,9 @@ def test_questions_on_postgresql_are_scored_in_its_dialect(tmp_path, tokenizer_d
 
 
 def test_sqale_records_end_to_end(tmp_path, tokenizer_dir):
-    questions = write_parquet(tmp_path / "queries.parquet", QUESTIONS)
+    # The second record's execution_result disagrees with its database: reported, the question still scored.
+    records = [QUESTIONS[0], {**QUESTIONS[1], "execution_result": "[[30.0]]"}]
+    questions = write_parquet(tmp_path / "queries.parquet", records)
     schemas = write_parquet(tmp_path / "schemas.parquet", [SCHEMA, OTHER_SCHEMA], ("schema_content",))
     replay = _write_scripts(
         tmp_path / "replay.jsonl",
@@ -257,6 +259,8 @@ def test_sqale_records_end_to_end(tmp_path, tokenizer_dir):
     assert report["by_difficulty"]["medium"]["execution_accuracy"] == 0.0
     assert episodes[0]["literals_seen"] == ["Lisbon"] and episodes[0]["opened_gold_tables"] is True
     assert report["settings"]["phrasing"] == "evidence_supported"
+    assert [e["gold_matches_recorded"] for e in episodes] == [True, False]
+    assert report["overall"]["gold_differs_from_recorded"] == 1 and report["overall"]["scored"] == 2
 
 
 def test_bird_dev_folder_end_to_end(tmp_path, tokenizer_dir):
