@@ -75,6 +75,7 @@ def score_episode(
         "gold_sql": question.gold_sql,
         "predicted_sql": answer.get("sql"),
         "ending": answer.get("ending") or "unknown",
+        "votes": answer.get("votes"),
         "correct": correct,
         "gold_error": gold.error,
         # Whether the rebuilt database gives the gold result the dataset recorded (None: nothing recorded).

@@ -284,3 +284,22 @@ def test_bird_dev_folder_end_to_end(tmp_path, tokenizer_dir):
     assert [e["correct"] for e in episodes] == [True, True]
     assert episodes[0]["evidence"] == "cheapest refers to MIN(price)"
     assert set(report["by_difficulty"]) == {"simple", "moderate"}
+
+
+def test_samples_vote_on_their_results(tmp_path, tokenizer_dir):
+    first = DEMO[0]
+    replay = tmp_path / "replay.jsonl"
+    samples = [
+        [_reply(("submit_sql", {"sql": first.gold_sql}))],
+        [_reply(("submit_sql", {"sql": "SELECT 0"}))],
+        [_reply(("submit_sql", {"sql": first.gold_sql + " AND 1 = 1"}))],
+    ]
+    replay.write_text(json.dumps({"question_id": first.question_id, "samples": samples}) + "\n")
+
+    report, episodes = _run(
+        tmp_path, "--model", tokenizer_dir, "--replay", replay, "--limit", "1", "--samples", "3"
+    )
+
+    assert episodes[0]["correct"] is True
+    assert [vote["count"] for vote in episodes[0]["votes"]] == [2, 1]
+    assert report["settings"]["samples"] == 3
