@@ -53,7 +53,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "question file: JSON lines (plain), SQaLe queries "
         "(.parquet or .jsonl) or BIRD dev.json (default for plain: benchmarks/questions/demo.jsonl)",
     )
-    _option(parser, "--schemas", "EVAL_SCHEMAS", "SQaLe schemas dataset (.parquet or .jsonl)")
+    _option(
+        parser,
+        "--schemas",
+        "EVAL_SCHEMAS",
+        "SQaLe schemas dataset (.parquet or .jsonl); not needed when the question records carry "
+        "full_schema and schema_content",
+    )
     _option(
         parser, "--db-root", "EVAL_DB_ROOT", "BIRD databases folder (default: dev_databases/ beside dev.json)"
     )

@@ -31,10 +31,6 @@ def load_questions(
     if fmt == "bird":
         return load_bird(questions, databases_dir=db_root, limit=limit)
     if fmt == "sqale":
-        if schemas is None:
-            raise ValueError(
-                "--schemas (the SQaLe schemas dataset, parquet or JSON lines) is required for sqale"
-            )
         if cache_dir is None:
             raise ValueError("a cache directory for the built SQaLe databases is required")
         return load_sqale(questions, schemas, cache_dir=cache_dir, phrasing=phrasing, limit=limit)

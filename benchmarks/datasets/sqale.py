@@ -15,22 +15,31 @@ DEFAULT_PHRASING = "verbose"
 
 def load_sqale(
     questions_path: str | Path,
-    schemas_path: str | Path,
+    schemas_path: str | Path | None,
     *,
     cache_dir: str | Path,
     phrasing: str = DEFAULT_PHRASING,
     limit: int | None = None,
 ) -> list[EvalQuestion]:
-    """The first `limit` questions in the chosen phrasing, each on its schema's database (built once)."""
+    """The first `limit` questions in the chosen phrasing, each on its schema's database (built once).
+
+    Without schemas_path the question records must carry their schema (full_schema, schema_content) themselves.
+    """
     records = []
     for record in read_records(questions_path):
         if limit is not None and len(records) >= limit:
             break
         records.append(record)
     schema_ids = {record["schema_id"] for record in records}
-    databases = {}
-    for schema in read_records(schemas_path, where=("schema_id", schema_ids)):
-        databases[schema["schema_id"]] = str(sqale_database(schema, cache_dir))
+    if schemas_path is None:
+        if not all("full_schema" in record for record in records):
+            raise ValueError(
+                f"{questions_path}: the question records carry no full_schema; give the schemas dataset (--schemas)"
+            )
+        schemas = list({record["schema_id"]: record for record in records}.values())
+    else:
+        schemas = read_records(schemas_path, where=("schema_id", schema_ids))
+    databases = {schema["schema_id"]: str(sqale_database(schema, cache_dir)) for schema in schemas}
     missing = schema_ids - databases.keys()
     if missing:
         raise ValueError(

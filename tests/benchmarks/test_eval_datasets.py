@@ -103,3 +103,17 @@ def test_plain_record_without_gold_sql_is_rejected(tmp_path):
 def test_unknown_format_lists_the_formats():
     with pytest.raises(ValueError, match="plain, sqale, bird"):
         load_questions("spider", "x")
+
+
+def test_sqale_question_records_may_carry_their_schema(tmp_path):
+    inline = [{**QUESTIONS[0], **{k: SCHEMA[k] for k in ("full_schema", "schema_content")}}]
+    questions = write_parquet(tmp_path / "q.parquet", inline, ("schema_content",))
+    loaded = load_questions("sqale", questions, cache_dir=tmp_path / "cache")
+    with sqlite3.connect(loaded[0].database) as conn:
+        assert conn.execute(loaded[0].gold_sql).fetchall() == [("Ana; Lda",)]
+
+
+def test_sqale_without_schemas_anywhere_asks_for_them(tmp_path):
+    questions = write_jsonl(tmp_path / "q.jsonl", QUESTIONS)
+    with pytest.raises(ValueError, match="--schemas"):
+        load_questions("sqale", questions, cache_dir=tmp_path)
