@@ -5,8 +5,8 @@ writes no tool calls, so the completions are replayed from scripts shaped like t
 (reasoning, then several calls per round, six rounds) and forced through the engine: every scripted token
 runs through the model as one decode step, so model time is what generating that text costs, and the tool
 calls run for real. The peer: an engine that re-sends the whole prompt every turn (no state kept) prefills
-the full sequence each turn; its token count is summed from the trace and its prefill time measured by
-re-running each turn's prompt on a fresh session. Usage: `python -m benchmarks.agent_episode`.
+the full sequence each turn; its token count is summed from the trace and its prefill time measured against
+ours turn by turn (see prefill_comparison). Usage: `python -m benchmarks.agent_episode`.
 """
 
 from __future__ import annotations
