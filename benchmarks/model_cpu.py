@@ -56,37 +56,32 @@ def _write_checkpoint(directory: Path):
     return reference
 
 
-def _median_time(function, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+def _elapsed(function) -> float:
+    started = time.perf_counter()
+    function()
+    return time.perf_counter() - started
 
 
-def _weight_floor(weights: dict[str, torch.Tensor], repeats: int) -> tuple[int, float]:
-    """Bytes of the weight matrices one decode token reads, and the median time of bare matvecs over them.
+def _weight_stream(weights: dict[str, torch.Tensor]):
+    """Bytes of the weight matrices one decode token reads, and a bare pass of matvecs over them.
 
     Every projection and the LM head is read whole per token (the tied embedding once, as the head); any fp32
-    engine pays at least this time per token, whatever it does around the matmuls.
+    engine pays at least the pass's time per token, whatever it does around the matmuls.
     """
     matrices = {
         w.data_ptr(): w for name, w in weights.items() if name.endswith(("proj.weight", "lm_head.weight"))
     }
     inputs = {w.shape[1]: torch.randn(1, w.shape[1], dtype=w.dtype) for w in matrices.values()}
 
+    @torch.inference_mode()
     def stream() -> None:
         for w in matrices.values():
             torch.nn.functional.linear(inputs[w.shape[1]], w)
 
-    with torch.inference_mode():
-        stream()
-        seconds = _median_time(stream, max(repeats, 5))
-    return sum(w.numel() * w.element_size() for w in matrices.values()), seconds
+    return sum(w.numel() * w.element_size() for w in matrices.values()), stream
 
 
-def run(prompt_tokens: int = 256, new_tokens: int = 64, repeats: int = 3, threads: int = 1) -> dict:
+def run(prompt_tokens: int = 256, new_tokens: int = 64, repeats: int = 5, threads: int = 1) -> dict:
     """Measure both engines on the same model and prompt with `threads` torch threads; returns the numbers."""
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -113,15 +108,23 @@ def run(prompt_tokens: int = 256, new_tokens: int = 64, repeats: int = 3, thread
 
     ours_run(4)
     theirs_generate(4)
-    ours_runs = [ours_run(new_tokens) for _ in range(repeats)]
+    weight_bytes, stream = _weight_stream(engine.model.weights)
+    stream()
+    ours_runs, theirs_prefills, theirs_totals, floors = [], [], [], []
+    # The engines (and the floor) take turns, so a change in the shared machine's load falls on all alike.
+    for _ in range(repeats):
+        ours_runs.append(ours_run(new_tokens))
+        theirs_prefills.append(_elapsed(lambda: theirs_generate(1)))
+        theirs_totals.append(_elapsed(lambda: theirs_generate(new_tokens)))
+        floors.append(_elapsed(stream))
     ours_prefill_s = statistics.median(measured[0] for measured in ours_runs)
     # The first token comes from the prompt's forward pass; decode speed counts the steps after it.
     ours_decode = (new_tokens - 1) / statistics.median(measured[1] for measured in ours_runs)
-    theirs_prefill_s = _median_time(lambda: theirs_generate(1), repeats)
-    theirs_total_s = _median_time(lambda: theirs_generate(new_tokens), repeats)
+    theirs_prefill_s = statistics.median(theirs_prefills)
+    theirs_total_s = statistics.median(theirs_totals)
     theirs_decode = (new_tokens - 1) / (theirs_total_s - theirs_prefill_s)
     same_tokens = ours_runs[0][2] == theirs_generate(new_tokens)[prompt_tokens:].tolist()
-    weight_bytes, floor_s = _weight_floor(engine.model.weights, repeats)
+    floor_s = statistics.median(floors)
     return {
         "config": f"hidden {MID_SIZE_CONFIG['hidden_size']}, {MID_SIZE_CONFIG['num_hidden_layers']} layers "
         f"(6 Gated DeltaNet + 2 attention), vocab {MID_SIZE_CONFIG['vocab_size']}, fp32",
@@ -181,6 +184,15 @@ def report(results: list[dict]) -> str:
             f"| {r['threads']} | {floor_ms:.2f} | {r['floor_gb_per_s']:.1f} | {1000 / floor_ms:.0f} | "
             f"{ours_ms - floor_ms:.2f} | {theirs_ms - floor_ms:.2f} | {theirs_ms / floor_ms:.2f}x |"
         )
+    for r in results:
+        ceiling = 1000 / r["transformers_decode_tokens_per_s"] / r["floor_ms_per_token"]
+        if ceiling < 3:
+            lines += [
+                "",
+                f"At {r['threads']} thread(s) an engine that did nothing but stream the weights would be at most "
+                f"{ceiling:.2f}x faster than transformers: the 3x decode target is out of reach on this "
+                "configuration, because both engines read the same fp32 weights every token.",
+            ]
     same = all(r["same_greedy_tokens"] for r in results)
     lines += ["", f"Greedy tokens identical to transformers: {'yes' if same else 'NO'}."]
     return "\n".join(lines)
@@ -190,7 +202,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.model_cpu", description=__doc__)
     parser.add_argument("--prompt-tokens", type=int, default=256)
     parser.add_argument("--new-tokens", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
         "--threads",
         type=int,
