@@ -189,7 +189,8 @@ def report(results: list[dict]) -> str:
         if ceiling < 3:
             lines += [
                 "",
-                f"At {r['threads']} thread(s) an engine that did nothing but stream the weights would be at most "
+                f"With {r['threads']} torch thread{'s' if r['threads'] > 1 else ''} an engine that did nothing "
+                "but stream the weights would be at most "
                 f"{ceiling:.2f}x faster than transformers: the 3x decode target is out of reach on this "
                 "configuration, because both engines read the same fp32 weights every token.",
             ]
