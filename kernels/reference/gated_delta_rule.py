@@ -148,8 +148,13 @@ def _step(
     qf.mul_(key_dim**-0.5)
     g, beta = gates(a, b, A_log, dt_bias)  # [B, 1, Hv]
     grouped = state.unflatten(1, groups)  # [B, Hk, Hv/Hk, dk, dv]
-    grouped.mul_(g.exp_().view(batch, *groups, 1, 1))
+    grouped.mul_(g.exp_().reshape(batch, *groups, 1, 1))
     predicted = kf @ grouped  # [B, Hk, Hv/Hk, 1, dv]
-    delta = v.float().view(batch, *groups, 1, value_dim).sub(predicted).mul_(beta.view(batch, *groups, 1, 1))
+    delta = (
+        v.float()
+        .reshape(batch, *groups, 1, value_dim)
+        .sub(predicted)
+        .mul_(beta.reshape(batch, *groups, 1, 1))
+    )
     grouped.addcmul_(kf.transpose(-1, -2), delta)
     return (qf @ grouped).view(batch, 1, value_heads, value_dim).to(v.dtype)
