@@ -19,12 +19,15 @@ THINK_CLOSE = "</think>"
 
 # A key named "tool" marks an attempted call, even when its JSON does not parse.
 _CALL_MARKER = re.compile(r"""["']tool["']\s*:""")
+_CALL_START = re.compile(r"""\{\s*["']tool["']\s*:""")
 # Outside quoted strings only: a trailing comma before } or ], and JSON's bare true/false/null.
 _STRING_OR_FIXABLE = re.compile(
     r"""("(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*')|,(\s*[}\]])|\b(true|false|null)\b"""
 )
 _PYTHON_CONSTANTS = {"true": "True", "false": "False", "null": "None"}
 MAX_STATEMENT_CUTS = 20
+# Each object left open is scanned to the end of the text: a degenerate reply must not make this quadratic.
+MAX_UNCLOSED_OBJECTS = 16
 _SQL_FENCE = re.compile(r"```[ \t]*(\w*)[^\n]*\n(.*?)```", re.DOTALL)
 _SQL_START = re.compile(r"\b(SELECT|WITH\s+(?:RECURSIVE\s+)?[\w\"`\[\]]+\s*(?:\([^)]*\))?\s+AS\s*\()", re.I)
 
@@ -104,10 +107,13 @@ def _repair(candidate: str, *, python_constants: bool) -> str:
 
 
 def _load_object(candidate: str) -> object | None:
-    """JSON first; then without trailing commas; then a Python literal (single quotes, True/None)."""
+    """JSON first; then without trailing commas; then a Python literal (single quotes, True/None).
+
+    Control characters may stand raw inside strings: the model often writes multi-line SQL unescaped.
+    """
     for attempt in (candidate, _repair(candidate, python_constants=False)):
         try:
-            return json.loads(attempt)
+            return json.loads(attempt, strict=False)
         except json.JSONDecodeError:
             pass
     try:
@@ -135,13 +141,21 @@ def find_calls(action: str) -> tuple[list[ToolCall], int]:
     """
     calls: list[ToolCall] = []
     malformed = 0
+    unclosed = 0
     pos = 0
     while (start := action.find("{", pos)) != -1:
         end = _balanced_object_end(action, start)
         if end is None:
-            if _CALL_MARKER.search(action, start):
+            # A dropped brace leaves the object open to the end of the text; later calls still count.
+            restart = _CALL_START.search(action, start + 1)
+            own_text = action[start : restart.start() if restart else len(action)]
+            if _CALL_MARKER.search(own_text):
                 malformed += 1
-            break
+            unclosed += 1
+            if restart is None or unclosed >= MAX_UNCLOSED_OBJECTS:
+                break
+            pos = restart.start()
+            continue
         candidate = action[start:end]
         call = _as_call(_load_object(candidate))
         if call is not None:

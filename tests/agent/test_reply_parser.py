@@ -104,3 +104,21 @@ def test_extract_sql_from_plain_answers(text, sql):
 )
 def test_no_sql_in_prose(text):
     assert extract_sql(text) is None
+
+
+def test_sql_written_over_several_raw_lines_is_a_call():
+    reply = parse_reply(
+        '</think>\n{"tool": "run_query", "args": {"sql": "SELECT name\n  FROM employees\tWHERE id = 1"}}'
+    )
+    assert reply.calls == [ToolCall("run_query", {"sql": "SELECT name\n  FROM employees\tWHERE id = 1"})]
+    assert reply.malformed_calls == 0
+
+
+def test_a_call_missing_its_closing_brace_does_not_hide_the_calls_after_it():
+    reply = parse_reply(
+        '</think>\n{"tool": "list_tables", "args": {}\n'
+        '{"tool": "describe_table", "args": {"table_name": "orders"}}\n'
+        '{"tool": "run_query", "args": {"sql": "SELECT 1"'
+    )
+    assert reply.calls == [ToolCall("describe_table", {"table_name": "orders"})]
+    assert reply.malformed_calls == 2
