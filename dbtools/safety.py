@@ -54,6 +54,8 @@ _DENIED_FUNCTIONS: dict[str, str] = {
     "query_to_xml_and_xmlschema": "it runs SQL text of its own",
     "query_to_xmlschema": "it runs SQL text of its own",
     "cursor_to_xml": "it runs SQL text of its own",
+    "ts_stat": "it runs SQL text of its own",
+    "ts_rewrite": "its two-argument form runs SQL text of its own",
     "pg_stat_file": "it reads the server's file system",
     "pg_terminate_backend": "it controls server processes",
     "pg_cancel_backend": "it controls server processes",
@@ -62,6 +64,9 @@ _DENIED_FUNCTIONS: dict[str, str] = {
     "pg_promote": "it controls the server",
     "pg_switch_wal": "it controls the server",
     "pg_create_restore_point": "it controls the server",
+    "pg_start_backup": "it controls the server",
+    "pg_stop_backup": "it controls the server",
+    "pg_log_backend_memory_contexts": "it writes to the server's log",
     "pg_import_system_collations": "it writes to the catalog",
     "txid_current": "it assigns a transaction id",
     "pg_current_xact_id": "it assigns a transaction id",
@@ -84,6 +89,10 @@ _DENIED_PREFIXES: dict[str, str] = {
     "pg_create_": "it changes replication",
     "pg_drop_": "it changes replication",
     "pg_stat_reset": "it resets statistics",
+    "pg_backup_": "it controls the server",
+    "pg_wal_replay_": "it controls the server",
+    "crosstab": "it runs SQL text of its own",
+    "connectby": "it runs SQL built from its arguments",
 }
 
 

@@ -97,6 +97,23 @@ def test_denied_function_families(name):
     assert denied_function_reason(name)
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM ts_stat('SELECT to_tsvector(pg_read_file(''/etc/hostname''))')",
+        "SELECT * FROM pg_catalog.ts_stat('SELECT to_tsvector(lo_import(''/etc/hostname'')::text)')",
+        "SELECT ts_rewrite('a & b'::tsquery, 'SELECT ''a''::tsquery, ''c''::tsquery FROM pg_sleep(5)')",
+        "SELECT * FROM crosstab('SELECT pg_sleep(5)') AS t(a TEXT)",
+        "SELECT pg_backup_start('x')",
+        "SELECT pg_log_backend_memory_contexts(1)",
+    ],
+)
+def test_functions_that_run_sql_text_or_control_the_server_are_refused(sql):
+    """SQL text handed to a function would otherwise run past the function deny list."""
+    with pytest.raises(UnsafeQueryError, match="is not allowed"):
+        check_query(sql, "postgres")
+
+
 @pytest.mark.parametrize("name", ["count", "substr", "strftime", "coalesce", "lower", "pg_typeof", "now"])
 def test_ordinary_functions_are_allowed(name):
     assert denied_function_reason(name) is None
