@@ -129,6 +129,7 @@ class ResultCaps:
     collected: list[tuple] = field(default_factory=list)
     chars: int = 0
     truncation: str | None = None
+    clipped: bool = False  # the first row alone was over the character cap and its long values were cut
 
     def add(self, row: tuple) -> bool:
         """Keep `row` if it fits under the caps; False once the result must stop here."""
@@ -137,16 +138,54 @@ class ResultCaps:
                 f"stopped at {self.max_rows} rows (row cap); add a LIMIT or a narrower WHERE to see the rest"
             )
             return False
-        size = sum(len(cell_text(v)) for v in row) + 3 * max(len(row) - 1, 0) + 1
+        separators = 3 * max(len(row) - 1, 0) + 1
+        size = sum(_cell_size(v) for v in row) + separators
         if self.collected and self.chars + size > self.max_chars:
+            cut = "; long values of the first row were cut to fit" if self.clipped else ""
             self.truncation = (
-                f"stopped after {len(self.collected)} rows at the {self.max_chars}-character cap; "
+                f"stopped after {len(self.collected)} rows at the {self.max_chars}-character cap{cut}; "
                 "select fewer or shorter columns, or add a LIMIT"
             )
             return False
+        if size > self.max_chars:
+            # The first row alone: keep it, but never let one huge value through whole.
+            row = _clip_row(row, max(self.max_chars - separators, 0))
+            size = sum(_cell_size(v) for v in row) + separators
+            self.clipped = True
+            self.truncation = (
+                f"the first row alone was over the {self.max_chars}-character cap, so its long values were cut; "
+                "select shorter columns, e.g. substr(column, 1, 200)"
+            )
         self.collected.append(row)
         self.chars += size
         return True
+
+
+def _cell_size(value: object) -> int:
+    """len(cell_text(value)), without building the text of a large blob."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return 2 + 2 * len(value)
+    return len(value) if isinstance(value, str) else len(cell_text(value))
+
+
+def _clip_row(row: tuple, budget: int) -> tuple:
+    """The row with its longest values cut to one common length, so that the row fits in `budget` characters."""
+    sizes = sorted(_cell_size(v) for v in row)
+    remaining = budget
+    for i, size in enumerate(sizes):
+        share = remaining // (len(sizes) - i)
+        if size > share:
+            return tuple(_clip(v, share) for v in row)
+        remaining -= size
+    return row
+
+
+def _clip(value: object, limit: int) -> object:
+    if _cell_size(value) <= limit:
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)[: max(limit - 2, 0) // 2]
+    return (value if isinstance(value, str) else cell_text(value))[:limit]
 
 
 class Database(ABC):

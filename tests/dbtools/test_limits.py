@@ -72,6 +72,30 @@ def test_a_single_row_over_the_character_cap_is_still_returned(dsn, open_db):
     assert output.text.splitlines()[-1].startswith("... (stopped after 1 rows at the 100-character cap")
 
 
+@pytest.mark.parametrize("expression", ["substr(body, 1, 1) || {huge}", "{huge}, {huge}"])
+def test_one_huge_value_is_cut_to_the_character_cap(dsn, engine, open_db, expression):
+    """A single row is returned even when over the cap, but never a megabyte-long value whole."""
+    huge = {"sqlite": "printf('%.*c', 2000000, 'x')", "postgres": "repeat('x', 2000000)"}[engine]
+    db = open_db(dsn, max_chars=1000)
+    sql = f"SELECT {expression.format(huge=huge)} FROM big_text WHERE id = 1"
+    result = db.query(sql)
+    assert result.row_count == 1 and result.truncated
+    assert "long values were cut" in result.truncation
+    cells = result.rows[0]
+    assert all(cell.startswith("x") or cell[1] == "x" for cell in cells)
+    assert sum(len(c) for c in cells) + 3 * (len(cells) - 1) + 1 <= 1000
+    assert max(len(c) for c in cells) - min(len(c) for c in cells) <= 1  # the cut is shared fairly
+    output = AgentToolbox(db).call("run_query", {"sql": sql})
+    assert len(output.text) < 1200 and "long values were cut" in output.text
+
+
+def test_a_huge_blob_is_cut_without_rendering_it_whole(sqlite_dsn, open_db):
+    db = open_db(sqlite_dsn, max_chars=100)
+    result = db.query("SELECT zeroblob(50000000) UNION ALL SELECT x'01'")
+    assert result.rows == [(bytes(48),)] and result.truncated
+    assert "long values of the first row were cut" in result.truncation
+
+
 def test_to_dict_is_json_ready(db):
     import json
 
