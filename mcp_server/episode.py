@@ -95,7 +95,6 @@ class Episode:
             if answer is not None:
                 self._finish(answer, "answer")
                 return []
-            entries = [FORMAT_REMINDER]
         self.tool_rounds += 1
         self._prepare_next(completion, entries, run)
         return [c.tool for c in record.calls]
@@ -166,7 +165,9 @@ class Episode:
         if self.trace.limit is None and turns_left <= 0:
             self.trace.limit = "rounds"
         if self.trace.limit is None:
-            text = self.chat.next_turn(completion.raw, results_turn(entries, budget_line(turns_left)))
+            # A round without a call gets the format reminder; the forced answer stands alone instead.
+            results = entries or [FORMAT_REMINDER]
+            text = self.chat.next_turn(completion.raw, results_turn(results, budget_line(turns_left)))
             if self._room(run, text) >= MIN_EXPLORATION_ROOM:
                 self._append(text)
                 return

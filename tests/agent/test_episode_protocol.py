@@ -261,3 +261,15 @@ def test_postgres_runs_transpiled_sql_and_keeps_both(postgres_db, tokenizer):
     assert result["sql_dialect"] == "postgres" and result["sql_sqlite"] == final
     assert "STRING_AGG" in result["sql"] and result["ending"] == "submit_sql"
     assert sorted(result["rows"][0][0].split("+")) == ["Research", "Sales"]
+
+
+def test_a_last_round_without_a_call_gets_the_forced_answer_alone(db, tokenizer):
+    ok = '</think>\n{"tool": "run_query", "args": {"sql": "SELECT 1 AS one"}}'
+    replies = [ok] * 5 + ["</think>\nI am not sure yet.", "</think>\nSELECT 1 AS one"]
+    answer, seen = ask(db, tokenizer, [replies])
+    forced = (
+        f"{FORCED} Your last query that executed without error was:\nSELECT 1 AS one\n"
+        "If you are not sure of an improvement, return that query."
+    )
+    assert seen[0][6] == seen[0][5] + replies[5] + user_turn(forced)
+    assert answer.ending == "forced_answer" and answer.chosen.trace.limit == "rounds"
