@@ -12,12 +12,15 @@ import time
 import torch
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+DEVICES = ("cpu", "cuda")
 
 
 def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(f"SQLSCOUT_{name}", default)
 
 
+# Defaults from the environment stay strings: argparse converts them with the flag's type, so a bad value
+# is reported like a bad flag instead of raising.
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m model", description=__doc__)
     parser.add_argument("--model", default=_env("MODEL"), help="model directory (env SQLSCOUT_MODEL)")
@@ -33,30 +36,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-new-tokens",
         type=int,
-        default=int(_env("MAX_NEW_TOKENS", "128")),
+        default=_env("MAX_NEW_TOKENS", "128"),
         help="tokens to generate at most (env SQLSCOUT_MAX_NEW_TOKENS)",
     )
     parser.add_argument(
         "--temperature",
         type=float,
-        default=float(_env("TEMPERATURE", "0.6")),
+        default=_env("TEMPERATURE", "0.6"),
         help="0 is greedy (env SQLSCOUT_TEMPERATURE)",
     )
+    parser.add_argument("--top-p", type=float, default=_env("TOP_P", "0.95"), help="env SQLSCOUT_TOP_P")
     parser.add_argument(
-        "--top-p", type=float, default=float(_env("TOP_P", "0.95")), help="env SQLSCOUT_TOP_P"
-    )
-    parser.add_argument(
-        "--top-k", type=int, default=int(_env("TOP_K", "20")), help="0 switches it off (env SQLSCOUT_TOP_K)"
+        "--top-k", type=int, default=_env("TOP_K", "20"), help="0 switches it off (env SQLSCOUT_TOP_K)"
     )
     parser.add_argument(
         "--seed",
         type=int,
-        default=None if _env("SEED") is None else int(_env("SEED")),
+        default=_env("SEED"),
         help="sampling seed (env SQLSCOUT_SEED)",
     )
     parser.add_argument(
         "--device",
-        choices=("cpu", "cuda"),
+        choices=DEVICES,
         default=_env("DEVICE"),
         help="default: cuda when available (env SQLSCOUT_DEVICE)",
     )
@@ -69,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-context",
         type=int,
-        default=int(_env("MAX_CONTEXT", "32768")),
+        default=_env("MAX_CONTEXT", "32768"),
         help="tokens the caches hold (env SQLSCOUT_MAX_CONTEXT)",
     )
     parser.add_argument(
@@ -82,7 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # argparse checks the choices of a flag, not of a default taken from the environment.
+    for name, choices in (("device", DEVICES), ("dtype", tuple(DTYPES))):
+        value = getattr(args, name)
+        if value is not None and value not in choices:
+            parser.error(f"SQLSCOUT_{name.upper()} must be one of {', '.join(choices)}, not {value!r}")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     if not args.model or args.prompt is None:
         print(

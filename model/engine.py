@@ -70,6 +70,8 @@ class Engine:
         """Load config, tokenizer and weights of model_dir; cuda when available, bf16 there and fp32 on CPU."""
         path = check_model_dir(model_dir)
         device = torch.device(device) if device is not None else default_device()
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device cuda was asked for, but torch sees no CUDA device here: use device cpu")
         dtype = dtype or default_dtype(device)
         config = Qwen35Config.from_model_dir(path)
         weights = load_weights(path, config, device, dtype)

@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
+
+from model.engine import Engine
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -50,3 +55,21 @@ def test_missing_model_directory(tmp_path):
     result = _run("--model", str(tmp_path / "absent"), "--prompt", "hi")
     assert result.returncode == 1
     assert "hf download trl-lab/qwen3.5-2b-grpo-sqale" in result.stderr
+
+
+def test_bad_environment_values_are_usage_errors():
+    for variable, value, message in (
+        ("SQLSCOUT_TEMPERATURE", "warm", "argument --temperature: invalid float value: 'warm'"),
+        ("SQLSCOUT_MAX_NEW_TOKENS", "many", "argument --max-new-tokens: invalid int value: 'many'"),
+        ("SQLSCOUT_DEVICE", "gpu", "SQLSCOUT_DEVICE must be one of cpu, cuda, not 'gpu'"),
+        ("SQLSCOUT_DTYPE", "fp16", "SQLSCOUT_DTYPE must be one of bfloat16, float32, not 'fp16'"),
+    ):
+        result = _run("--model", "unused", "--prompt", "hi", env={variable: value})
+        assert result.returncode == 2, (variable, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cuda_without_a_cuda_device_says_to_use_the_cpu(checkpoint_dirs, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="no CUDA device here: use device cpu"):
+        Engine.load(checkpoint_dirs["text_tied"], device="cuda")
