@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sqlite3
 import sys
 
 import psycopg
@@ -18,6 +19,16 @@ def _env(name: str, default=None):
     return os.environ.get(f"SQLSCOUT_{name}", default)
 
 
+def _positive_scale(text: str) -> float:
+    try:
+        scale = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if scale <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return scale
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dbtools.demo", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -29,15 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     build.add_argument(
         "--scale",
-        type=float,
-        default=float(_env("DEMO_SCALE", 1.0)),
+        type=_positive_scale,
+        default=_env("DEMO_SCALE", "1"),
         help="multiplier of the fact tables' rows; 1 gives about 760k rows, 8 about 5M "
         "(env SQLSCOUT_DEMO_SCALE)",
     )
     build.add_argument(
         "--seed",
         type=int,
-        default=int(_env("DEMO_SEED", DEFAULT_SEED)),
+        default=_env("DEMO_SEED", str(DEFAULT_SEED)),
         help="random seed; the same seed and scale give the same content (env SQLSCOUT_DEMO_SEED)",
     )
     load = commands.add_parser("load-postgres", help="copy a demo SQLite database into PostgreSQL")
@@ -75,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
             load_postgres(args.dsn, args.source or default_demo_path(), replace=args.replace)
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
+        return 1
+    except sqlite3.Error as error:  # e.g. --out in a folder that does not exist
+        print(f"error: cannot write {args.out}: {error}", file=sys.stderr)
         return 1
     except psycopg.Error as error:  # connection refused, bad credentials, missing privileges, ...
         print(f"error: PostgreSQL: {error}", file=sys.stderr)

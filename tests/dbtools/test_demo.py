@@ -145,6 +145,21 @@ def test_build_command_writes_the_requested_file(tmp_path, capsys):
         assert len(_tables(conn)) == len(TABLES)
 
 
+def test_build_command_rejects_bad_settings_in_one_line(tmp_path, capsys, monkeypatch):
+    out = str(tmp_path / "x.sqlite")
+    with pytest.raises(SystemExit) as exit_info:
+        demo_main(["build", "--out", out, "--scale", "-1"])
+    assert exit_info.value.code == 2 and "--scale: must be positive: '-1'" in capsys.readouterr().err
+    monkeypatch.setenv("SQLSCOUT_DEMO_SCALE", "big")
+    with pytest.raises(SystemExit) as exit_info:
+        demo_main(["build", "--out", out])
+    assert exit_info.value.code == 2 and "--scale: not a number: 'big'" in capsys.readouterr().err
+    monkeypatch.delenv("SQLSCOUT_DEMO_SCALE")
+    missing = str(tmp_path / "absent" / "x.sqlite")
+    assert demo_main(["build", "--out", missing, "--scale", "0.01"]) == 1
+    assert f"error: cannot write {missing}: unable to open database file" in capsys.readouterr().err
+
+
 def test_load_postgres_refuses_a_source_of_another_version(tmp_path, capsys):
     stale = tmp_path / "stale.sqlite"
     with sqlite3.connect(stale) as conn:
