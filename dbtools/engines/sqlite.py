@@ -27,6 +27,9 @@ _NAME_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "index
 # Pragmas that only read when given no value.
 _VALUE_PRAGMAS = {"schema_version", "data_version"}
 _PROGRESS_STEPS = 1000  # VM instructions between deadline checks
+# The deadline is checked between VM instructions, never inside one function call: printf('%.*c', 999999999, 'x')
+# runs for seconds past any timeout and holds a gigabyte. Capping a value's size bounds both.
+MAX_VALUE_BYTES = 32 * 1024 * 1024
 
 
 def _authorize(
@@ -69,8 +72,11 @@ class SQLiteDatabase(Database):
                 raise ConnectionFailedError(f"cannot read {self.path} as a SQLite database: {exc}") from None
 
     @contextmanager
-    def _connect(self, *, timeout_s: float | None = None) -> Iterator[sqlite3.Connection]:
-        """A fresh read-only connection: query_only, the authorizer, and the deadline when given."""
+    def _connect(
+        self, *, timeout_s: float | None = None, user_query: bool = False
+    ) -> Iterator[sqlite3.Connection]:
+        """A fresh read-only connection: query_only, the authorizer, the deadline when given, and for a
+        user's query the cap on a value's size."""
         try:
             conn = sqlite3.connect(self._uri, uri=True, check_same_thread=False, isolation_level=None)
         except sqlite3.Error as exc:
@@ -78,6 +84,8 @@ class SQLiteDatabase(Database):
         try:
             conn.execute("PRAGMA query_only = ON")
             conn.set_authorizer(_authorize)
+            if user_query:
+                conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
             if timeout_s is not None:
                 deadline = time.perf_counter() + timeout_s
                 conn.set_progress_handler(lambda: int(time.perf_counter() > deadline), _PROGRESS_STEPS)
@@ -96,11 +104,16 @@ class SQLiteDatabase(Database):
             if str(exc) == "interrupted":  # only the deadline handler interrupts
                 raise QueryTimeoutError(elapsed, timeout_s) from None
             raise QueryError(str(exc)) from None
+        except sqlite3.DataError as exc:
+            raise QueryError(
+                f"{exc}: a query's values are limited to {MAX_VALUE_BYTES // 2**20} MiB each; "
+                "select length(column) or a smaller part instead"
+            ) from None
         except sqlite3.Error as exc:
             raise QueryError(str(exc)) from None
 
     def _run_capped(self, sql: str, caps: ResultCaps, timeout_s: float) -> list[str]:
-        with self._connect(timeout_s=timeout_s) as conn, self._errors(timeout_s):
+        with self._connect(timeout_s=timeout_s, user_query=True) as conn, self._errors(timeout_s):
             cursor = conn.execute(sql)
             columns = [d[0] for d in cursor.description or ()]
             while True:
@@ -111,7 +124,7 @@ class SQLiteDatabase(Database):
 
     def _compile_error(self, sql: str) -> str | None:
         # EXPLAIN compiles the statement into bytecode without running it.
-        with self._connect(timeout_s=self.timeout_s) as conn:
+        with self._connect(timeout_s=self.timeout_s, user_query=True) as conn:
             try:
                 conn.execute("EXPLAIN " + sql).fetchone()
             except sqlite3.Error as exc:

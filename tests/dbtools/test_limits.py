@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from dbtools.agent_tools import AgentToolbox
-from dbtools.errors import QueryTimeoutError
+from dbtools.errors import QueryError, QueryTimeoutError
 
 SLOW_QUERY = {
     "sqlite": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
@@ -91,7 +91,7 @@ def test_one_huge_value_is_cut_to_the_character_cap(dsn, engine, open_db, expres
 
 def test_a_huge_blob_is_cut_without_rendering_it_whole(sqlite_dsn, open_db):
     db = open_db(sqlite_dsn, max_chars=100)
-    result = db.query("SELECT zeroblob(50000000) UNION ALL SELECT x'01'")
+    result = db.query("SELECT zeroblob(30000000) UNION ALL SELECT x'01'")
     assert result.rows == [(bytes(48),)] and result.truncated
     assert "long values of the first row were cut" in result.truncation
 
@@ -153,3 +153,20 @@ def test_timeouts_in_some_threads_do_not_disturb_the_others(dsn, engine, open_db
     with ThreadPoolExecutor(max_workers=8) as pool:
         outcomes = list(pool.map(work, range(24)))
     assert outcomes.count("cancelled") == 6 and outcomes.count("ok") == 18
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT length(randomblob(200000000))",
+        "SELECT length(replace(printf('%.*c', 20000000, 'x'), 'x', 'abc'))",
+        "SELECT id FROM big_text WHERE length(zeroblob(id * 100000000)) > 0",
+    ],
+)
+def test_sqlite_refuses_values_too_large_to_build_within_the_timeout(sqlite_dsn, open_db, sql):
+    """The deadline is checked between instructions, never inside one call: a value's size is capped."""
+    db = open_db(sqlite_dsn, timeout_s=5.0)
+    with pytest.raises(QueryError, match="limited to 32 MiB each"):
+        db.query(sql)
+    assert db.query("SELECT length(zeroblob(1000000))").rows == [(1000000,)]
+    assert len(list(db.stream("SELECT length(zeroblob(100000000))"))) == 1  # the program's own SQL: no cap
