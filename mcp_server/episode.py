@@ -82,10 +82,9 @@ class Episode:
         )
         self.trace.rounds.append(record)
         if self.phase == "answer":
-            sql_calls = [c.args["sql"] for c in reply.calls if isinstance(c.args.get("sql"), str)]
-            self._finish(
-                extract_sql(reply.action) or (sql_calls[-1].strip() if sql_calls else None), "forced_answer"
-            )
+            # SQL inside a call is read from its decoded JSON: the raw text still holds the JSON escapes.
+            sql_calls = [c.args["sql"].strip() for c in reply.calls if isinstance(c.args.get("sql"), str)]
+            self._finish(sql_calls[-1] if sql_calls else extract_sql(reply.action), "forced_answer")
             return []
         entries = self._run_calls(reply.calls, record)
         if self.done:

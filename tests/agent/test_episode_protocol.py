@@ -273,3 +273,13 @@ def test_a_last_round_without_a_call_gets_the_forced_answer_alone(db, tokenizer)
     )
     assert seen[0][6] == seen[0][5] + replies[5] + user_turn(forced)
     assert answer.ending == "forced_answer" and answer.chosen.trace.limit == "rounds"
+
+
+def test_a_final_answer_written_as_a_call_is_read_from_its_json(db, tokenizer):
+    # The raw text keeps the JSON escape (`\u0061` for `a`); only the decoded call holds the SQL as meant.
+    sql = "SELECT id FROM departments WHERE name = 'S\\u0061les';"
+    final = '</think>\n{"tool": "submit_sql", "args": {"sql": "' + sql + '"}}'
+    answer, _ = ask(db, tokenizer, [["</think>\n" + LIST] * 6 + [final]])
+    assert answer.ending == "forced_answer"
+    assert answer.chosen.sql_sqlite == "SELECT id FROM departments WHERE name = 'Sales';"
+    assert answer.to_dict()["rows"] == [[1]]
