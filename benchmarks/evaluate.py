@@ -38,8 +38,14 @@ def _option(parser: argparse.ArgumentParser, flag: str, env: str, help: str, **k
     """A flag whose default comes from SQLSCOUT_<env> when that variable is set."""
     name = "SQLSCOUT_" + env
     kind = kwargs.get("type", str)
-    default = os.environ.get(name) or None
-    kwargs["default"] = kind(default) if default is not None else kwargs.get("default")
+    text = os.environ.get(name) or None
+    if text is not None:
+        try:
+            kwargs["default"] = kind(text)
+        except ValueError:
+            parser.error(f"{name}={text!r} is not a valid {kind.__name__}")
+        if "choices" in kwargs and kwargs["default"] not in kwargs["choices"]:
+            parser.error(f"{name} must be one of {', '.join(kwargs['choices'])}, not {text!r}")
     parser.add_argument(flag, help=f"{help} [{name}]", **kwargs)
 
 

@@ -138,6 +138,20 @@ def test_without_a_model_the_error_says_how_to_configure_one(capsys, monkeypatch
     assert "--model" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("SQLSCOUT_EVAL_LIMIT", "ten", "SQLSCOUT_EVAL_LIMIT='ten' is not a valid int"),
+        ("SQLSCOUT_EVAL_FORMAT", "csv", "SQLSCOUT_EVAL_FORMAT must be one of plain, sqale, bird, not 'csv'"),
+    ],
+)
+def test_a_bad_environment_value_is_a_usage_error(variable, value, message, capsys, monkeypatch):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SystemExit) as exit_info:
+        main([])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_tiny_random_model_episodes_end_cleanly(tmp_path, tiny_model_dir):
     report, episodes = _run(
         tmp_path,
