@@ -117,9 +117,14 @@ def _load_object(candidate: str) -> object | None:
         except json.JSONDecodeError:
             pass
     try:
-        return ast.literal_eval(_repair(candidate, python_constants=True))
+        value = ast.literal_eval(_repair(candidate, python_constants=True))
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
+    try:
+        json.dumps(value)  # a Python-only value (a set, bytes, 2j) cannot be echoed back or traced
+    except (TypeError, ValueError):
+        return None
+    return value
 
 
 def _as_call(obj: object) -> ToolCall | None:

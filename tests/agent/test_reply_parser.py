@@ -122,3 +122,13 @@ def test_a_call_missing_its_closing_brace_does_not_hide_the_calls_after_it():
     )
     assert reply.calls == [ToolCall("describe_table", {"table_name": "orders"})]
     assert reply.malformed_calls == 2
+
+
+def test_python_only_values_make_a_call_malformed():
+    reply = parse_reply(
+        '</think>{"tool": "describe_table", "args": {"table_name": {"users"}}}\n'
+        "{'tool': 'sample_rows', 'args': {'table_name': 'users', 'limit': 2j}}\n"
+        "{'tool': 'list_tables', 'args': {}}"
+    )
+    assert reply.calls == [ToolCall("list_tables", {})]
+    assert reply.malformed_calls == 2
