@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import datetime
 import decimal
 import difflib
+import json
 import logging
+import math
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -82,21 +83,23 @@ class QueryResult:
 
 
 def _json_cell(value: object) -> object:
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if value is None or isinstance(value, (bool, int, str)):
         return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)  # JSON has no NaN or Infinity
     if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            return str(value)
         return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return "\\x" + bytes(value).hex()
-    if isinstance(value, (datetime.date, datetime.time)):
-        return str(value)
-    return str(value)
+    return cell_text(value)
 
 
 def cell_text(value: object) -> str:
-    """A cell as the tools print it: NULL as None, bytes as hex, everything else as str()."""
+    """A cell as the tools print it: NULL as None, bytes as hex, JSON and arrays as JSON, else str()."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return "\\x" + bytes(value).hex()
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False, default=str)
     return str(value)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -116,6 +117,36 @@ def test_to_dict_turns_postgres_types_into_json_scalars(postgres_dsn, open_db):
     ).to_dict()
     assert data["rows"][0][0] == 12.5 and data["rows"][0][1] == 0
     assert isinstance(data["rows"][0][2], str)
+
+
+@pytest.mark.postgres
+def test_non_finite_numbers_and_json_values_survive_to_dict(postgres_dsn, open_db):
+    db = open_db(postgres_dsn)
+    sql = (
+        "SELECT 'infinity'::numeric, '-infinity'::numeric, 'NaN'::numeric, 'Infinity'::float8, 'NaN'::float8, "
+        """'{"a": true, "b": null}'::jsonb, ARRAY['x', 'y'], ARRAY[date '2024-01-02']"""
+    )
+    data = json.loads(json.dumps(db.query(sql).to_dict(), allow_nan=False))
+    assert data["rows"] == [
+        [
+            "Infinity",
+            "-Infinity",
+            "NaN",
+            "inf",
+            "nan",
+            '{"a": true, "b": null}',
+            '["x", "y"]',
+            '["2024-01-02"]',
+        ]
+    ]
+    output = AgentToolbox(db).call("run_query", {"sql": sql})
+    assert output.error is None
+    assert output.text.splitlines()[1].endswith('| {"a": true, "b": null} | ["x", "y"] | ["2024-01-02"]')
+
+
+def test_sqlite_infinities_stay_json_ready(sqlite_dsn, open_db):
+    data = open_db(sqlite_dsn).query("SELECT 1e999, -1e999, 1.5").to_dict()
+    assert json.loads(json.dumps(data, allow_nan=False))["rows"] == [["inf", "-inf", 1.5]]
 
 
 def test_many_concurrent_calls_from_threads(dsn, engine, open_db):
