@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from dbtools.engines import Database, open_database
 from dbtools.errors import DatabaseToolError
-from mcp_server.agent_errors import PolicyConfigError
+from mcp_server.agent_errors import EndpointError, PolicyConfigError
 from mcp_server.host_config import HOSTS, host_snippet
 from mcp_server.http_transport import serve_http
 from mcp_server.model_runner import ModelLoadError, ModelRunner
@@ -114,7 +114,7 @@ def ask(settings: Settings, db: Database, question: str, evidence: str | None, a
     except PolicyConfigError as error:
         print(f"sqlscout: {error}", file=sys.stderr)
         return 2
-    except (ModelLoadError, DatabaseToolError) as error:
+    except (ModelLoadError, EndpointError, DatabaseToolError) as error:
         print(f"sqlscout: {error}", file=sys.stderr)
         return 1
     finally:

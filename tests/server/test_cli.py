@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.server.conftest import PROJECT_ROOT, SERVER_COMMAND, subprocess_env
 
@@ -46,6 +48,30 @@ def test_unreachable_database_is_reported(tmp_path):
     done = run_cli("ask", "How many orders?", "--dsn", "postgresql://nobody@127.0.0.1:1/none")
     assert done.returncode == 1
     assert done.stderr.startswith("sqlscout: ") and "Traceback" not in done.stderr
+
+
+class _RefusingEndpoint(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        self.send_response(401)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_failing_endpoint_is_reported_without_a_traceback(sqlite_dsn):
+    endpoint = ThreadingHTTPServer(("127.0.0.1", 0), _RefusingEndpoint)
+    threading.Thread(target=endpoint.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{endpoint.server_address[1]}/v1"
+        done = run_cli(
+            "ask", "How many orders?", "--dsn", sqlite_dsn, "--endpoint", url, "--endpoint-model", "m"
+        )
+    finally:
+        endpoint.shutdown()
+    assert done.returncode == 1
+    assert "refused the API key (HTTP 401): check --api-key" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_ask_on_a_tiny_local_model(sqlite_dsn, tiny_model_dir, cache_dir):
