@@ -28,6 +28,8 @@ _PYTHON_CONSTANTS = {"true": "True", "false": "False", "null": "None"}
 MAX_STATEMENT_CUTS = 20
 # Each object left open is scanned to the end of the text: a degenerate reply must not make this quadratic.
 MAX_UNCLOSED_OBJECTS = 16
+# Calls are looked for this deep inside other objects; degenerate nesting must not exhaust the stack.
+MAX_NESTED_OBJECTS = 8
 _SQL_FENCE = re.compile(r"```[ \t]*(\w*)[^\n]*\n(.*?)```", re.DOTALL)
 _SQL_START = re.compile(r"\b(SELECT|WITH\s+(?:RECURSIVE\s+)?[\w\"`\[\]]+\s*(?:\([^)]*\))?\s+AS\s*\()", re.I)
 
@@ -114,11 +116,12 @@ def _load_object(candidate: str) -> object | None:
     for attempt in (candidate, _repair(candidate, python_constants=False)):
         try:
             return json.loads(attempt, strict=False)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             pass
     try:
         value = ast.literal_eval(_repair(candidate, python_constants=True))
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    # TypeError: `{{}}` reads as a set holding a dict.
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
     try:
         json.dumps(value)  # a Python-only value (a set, bytes, 2j) cannot be echoed back or traced
@@ -138,7 +141,7 @@ def _as_call(obj: object) -> ToolCall | None:
     return ToolCall(tool=obj["tool"].strip(), args=args)
 
 
-def find_calls(action: str) -> tuple[list[ToolCall], int]:
+def find_calls(action: str, depth: int = 0) -> tuple[list[ToolCall], int]:
     """Every `{"tool": ..., "args": {...}}` object in the text, in order, and how many were malformed.
 
     Fences and prose around the objects are ignored; an object that fails to parse is skipped and the
@@ -167,7 +170,9 @@ def find_calls(action: str) -> tuple[list[ToolCall], int]:
             calls.append(call)
             pos = end
             continue
-        inner_calls, inner_malformed = find_calls(candidate[1:-1])
+        inner_calls, inner_malformed = (
+            find_calls(candidate[1:-1], depth + 1) if depth < MAX_NESTED_OBJECTS else ([], 0)
+        )
         if inner_calls:
             calls.extend(inner_calls)
             malformed += inner_malformed
@@ -188,7 +193,7 @@ def is_query(sql: str) -> bool:
     """True when the text parses (SQLite dialect) as exactly one query."""
     try:
         statements = [s for s in sqlglot.parse(sql, read="sqlite") if s is not None]
-    except sqlglot.errors.SqlglotError:
+    except (sqlglot.errors.SqlglotError, RecursionError):  # degenerate nesting, e.g. a run of parentheses
         return False
     return len(statements) == 1 and isinstance(statements[0], exp.Query)
 

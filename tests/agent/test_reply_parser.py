@@ -132,3 +132,21 @@ def test_python_only_values_make_a_call_malformed():
     )
     assert reply.calls == [ToolCall("list_tables", {})]
     assert reply.malformed_calls == 2
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        '{"tool": "list_tables", "args": {{}}}',  # a set holding a dict, for Python
+        "{" * 1200 + "}" * 1200,
+        '{"a": ' * 1200 + "1" + "}" * 1200,
+    ],
+    ids=["set-of-dict", "nested-braces", "nested-objects"],
+)
+def test_degenerate_objects_are_not_calls(action):
+    reply = parse_reply("</think>\n" + action)
+    assert reply.calls == []
+
+
+def test_degenerate_nesting_is_not_sql():
+    assert extract_sql("SELECT " + "(" * 300 + "1" + ")" * 300) is None
