@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -37,8 +38,8 @@ def _positive(kind: type) -> object:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+        if not math.isfinite(value) or value <= 0:  # a NaN timeout would never expire
+            raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
         return value
 
     parse.__name__ = kind.__name__

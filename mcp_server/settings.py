@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -156,7 +157,7 @@ class Settings:
             raise SettingsError(f"--port must be between 1 and 65535, not {self.port}")
         if self.max_rows < 1:
             raise SettingsError(f"--max-rows must be at least 1, not {self.max_rows}")
-        if self.timeout <= 0:
+        if not math.isfinite(self.timeout) or self.timeout <= 0:  # a NaN timeout would never expire
             raise SettingsError(f"--timeout must be a positive number of seconds, not {self.timeout:g}")
         if self.samples < 1:
             raise SettingsError(f"--samples must be at least 1, not {self.samples}")

@@ -198,7 +198,7 @@ class Database(ABC):
     placeholder: str  # parameter marker for stream(): "?" (SQLite) or "%s" (PostgreSQL)
 
     def __init__(self, display_name: str, *, timeout_s: float, max_rows: int, max_chars: int) -> None:
-        if timeout_s <= 0 or max_rows < 1 or max_chars < 1:
+        if not (math.isfinite(timeout_s) and timeout_s > 0) or max_rows < 1 or max_chars < 1:
             raise ValueError("timeout_s, max_rows and max_chars must be positive")
         self.display_name = display_name
         self.timeout_s = timeout_s

@@ -109,6 +109,9 @@ def test_bad_option_values_are_usage_errors(sqlite_dsn):
     assert run_cli("--dsn", sqlite_dsn, "--max-rows", "0", "list_tables").returncode == 2
     done = run_cli("list_tables", env={"SQLSCOUT_DSN": sqlite_dsn, "SQLSCOUT_TIMEOUT": "soon"})
     assert done.returncode == 2 and "not a number: 'soon'" in done.stderr
+    for endless in ("nan", "inf"):  # a timeout that never expires
+        done = run_cli("--dsn", sqlite_dsn, "--timeout", endless, "list_tables")
+        assert done.returncode == 2 and f"must be a positive number: '{endless}'" in done.stderr
 
 
 def test_connection_errors_are_one_clear_line(tmp_path):

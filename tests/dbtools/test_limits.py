@@ -201,3 +201,9 @@ def test_sqlite_refuses_values_too_large_to_build_within_the_timeout(sqlite_dsn,
         db.query(sql)
     assert db.query("SELECT length(zeroblob(1000000))").rows == [(1000000,)]
     assert len(list(db.stream("SELECT length(zeroblob(100000000))"))) == 1  # the program's own SQL: no cap
+
+
+@pytest.mark.parametrize("timeout_s", [float("nan"), float("inf"), 0.0])
+def test_a_timeout_that_never_expires_is_refused(sqlite_dsn, open_db, timeout_s):
+    with pytest.raises(ValueError, match="must be positive"):
+        open_db(sqlite_dsn, timeout_s=timeout_s)

@@ -28,6 +28,8 @@ def test_every_option_has_a_settings_field_and_an_environment_variable():
         ({"SQLSCOUT_PORT": "eighty"}, "SQLSCOUT_PORT='eighty' is not a valid int"),
         ({"SQLSCOUT_TRANSPORT": "grpc"}, "SQLSCOUT_TRANSPORT must be one of stdio, http"),
         ({"SQLSCOUT_TIMEOUT": "0"}, "--timeout must be a positive number"),
+        ({"SQLSCOUT_TIMEOUT": "nan"}, "--timeout must be a positive number"),
+        ({"SQLSCOUT_TIMEOUT": "inf"}, "--timeout must be a positive number"),
     ],
 )
 def test_bad_environment_values_name_the_variable(env, message):
