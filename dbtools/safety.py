@@ -100,6 +100,9 @@ def check_query(sql: str, dialect: str) -> exp.Expression:
     """Return the parsed statement if `sql` is one read-only query; raise UnsafeQueryError saying why not."""
     if not sql or not sql.strip():
         raise UnsafeQueryError("empty query: send one SELECT statement")
+    if "\x00" in sql:
+        # libpq would cut the text at the NUL and run only what comes before it.
+        raise UnsafeQueryError("the query contains a NUL character (\\x00): remove it")
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except SqlglotError as exc:

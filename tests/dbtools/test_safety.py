@@ -73,6 +73,13 @@ def test_unsafe_queries_are_refused_with_a_reason(sql, reason, dialect):
     assert reason in str(refused.value)
 
 
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_nul_character_is_refused_before_an_engine_cuts_the_text_there(dialect):
+    for sql in ("SELECT 1\x00 FROM users", "SELECT 'a\x00b'"):
+        with pytest.raises(UnsafeQueryError, match="NUL character"):
+            check_query(sql, dialect)
+
+
 def test_unparsable_text_is_flagged_as_such():
     with pytest.raises(UnparsableQueryError):
         check_query("SELECT * FROM users WHERE", "sqlite")
