@@ -97,11 +97,12 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    from model.engine import Engine
     from model.errors import ModelDirectoryError
     from model.sampling_params import SamplingParams
 
     try:
+        from model.engine import Engine  # reads SQLSCOUT_KERNELS, which may be invalid
+
         engine = Engine.load(
             args.model, device=args.device, dtype=DTYPES.get(args.dtype), max_context=args.max_context
         )

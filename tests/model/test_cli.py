@@ -67,6 +67,9 @@ def test_bad_environment_values_are_usage_errors():
         result = _run("--model", "unused", "--prompt", "hi", env={variable: value})
         assert result.returncode == 2, (variable, result.stderr)
         assert message in result.stderr and "Traceback" not in result.stderr
+    kernels = _run("--model", "unused", "--prompt", "hi", env={"SQLSCOUT_KERNELS": "cuda"})
+    assert kernels.returncode == 1 and "Traceback" not in kernels.stderr
+    assert "unknown kernel backend 'cuda': choose one of auto, triton, torch" in kernels.stderr
 
 
 def test_cuda_without_a_cuda_device_says_to_use_the_cpu(checkpoint_dirs, monkeypatch):
