@@ -68,7 +68,7 @@ class DialectTranslator:
             return sql
         try:
             trees = sqlglot.parse(sql, read=MODEL_DIALECT)
-        except sqlglot.errors.SqlglotError as exc:
+        except (sqlglot.errors.SqlglotError, RecursionError) as exc:  # RecursionError: degenerate nesting
             log.debug("could not transpile %r to %s: %s", sql, self.dialect, exc)
             return sql
         if len(trees) != 1 or trees[0] is None:
@@ -82,6 +82,6 @@ class DialectTranslator:
                 identifier.set("quoted", True)
         try:
             return tree.sql(dialect=self.dialect)
-        except sqlglot.errors.SqlglotError as exc:
+        except (sqlglot.errors.SqlglotError, RecursionError) as exc:
             log.debug("could not write %r as %s: %s", sql, self.dialect, exc)
             return sql

@@ -59,6 +59,8 @@ def test_unknown_names_and_unparsable_sql_pass_through(mixed_case_db):
     assert "nosuch" in translate("SELECT nosuch FROM AlertLogs")
     broken = "SELEC FROM WHERE ((("
     assert translate(broken) == broken
+    too_deep = "SELECT " + "(" * 200 + "1" + ")" * 200
+    assert translate(too_deep) == too_deep
 
 
 def test_sqlite_sql_is_left_alone_on_sqlite(tmp_path):
