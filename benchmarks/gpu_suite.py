@@ -115,15 +115,15 @@ def main(argv: list[str] | None = None) -> int:
         help="do not run tests/kernels first",
     )  # fmt: skip
     parser.add_argument(
-        "--test-timeout", type=float, default=float(env("SQLSCOUT_GPU_SUITE_TEST_TIMEOUT", 200)),
+        "--test-timeout", type=float, default=env("SQLSCOUT_GPU_SUITE_TEST_TIMEOUT", "200"),
         help="seconds for the kernel tests",
     )  # fmt: skip
     parser.add_argument(
-        "--bench-budget", type=float, default=float(env("SQLSCOUT_GPU_SUITE_BENCH_BUDGET", 120)),
+        "--bench-budget", type=float, default=env("SQLSCOUT_GPU_SUITE_BENCH_BUDGET", "120"),
         help="seconds for the kernel benchmarks; what is left past it is not measured",
     )  # fmt: skip
     parser.add_argument(
-        "--model-timeout", type=float, default=float(env("SQLSCOUT_GPU_SUITE_MODEL_TIMEOUT", 120)),
+        "--model-timeout", type=float, default=env("SQLSCOUT_GPU_SUITE_MODEL_TIMEOUT", "120"),
         help="seconds for the end-to-end decode benchmark",
     )  # fmt: skip
     args = parser.parse_args(argv)

@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeats",
         type=int,
-        default=int(os.environ.get("SQLSCOUT_BENCH_REPEATS", "50")),
+        default=os.environ.get("SQLSCOUT_BENCH_REPEATS", "50"),
         help="timed calls per tool and transport [SQLSCOUT_BENCH_REPEATS]",
     )
     parser.add_argument("--warmup", type=int, default=5, help="untimed calls first")

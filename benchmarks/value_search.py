@@ -191,19 +191,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scale",
         type=float,
-        default=float(_env("SCALE", "8.5")),
+        default=_env("SCALE", "8.5"),
         help="demo scale; 8.5 gives about 5.3M rows (env SQLSCOUT_BENCH_SCALE)",
     )
     parser.add_argument(
         "--queries",
         type=int,
-        default=int(_env("QUERIES", "200")),
+        default=_env("QUERIES", "200"),
         help="lookups timed per engine (env SQLSCOUT_BENCH_QUERIES)",
     )
     parser.add_argument(
         "--scans",
         type=int,
-        default=int(_env("SCANS", "5")),
+        default=_env("SCANS", "5"),
         help="lookups timed as full LIKE scans, the slow peer (env SQLSCOUT_BENCH_SCANS)",
     )
     parser.add_argument(
