@@ -6,6 +6,7 @@ import fnmatch
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -42,6 +43,9 @@ from mcp_server.untrusted import fence, render_rows
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "sqlscout"
+# A count scans a whole table or runs a view's query: one listing spends at most this long counting, and
+# the tables it has no time left for show an unknown row count.
+COUNT_BUDGET_S = 3.0
 OVERVIEW_URI = "schema://overview"
 READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -72,12 +76,16 @@ def database_errors() -> Iterator[None]:
         raise ToolError(fence(f"{type(error).__name__}:", str(error))) from error
 
 
-def row_count(db: Database, info: TableInfo) -> int | None:
-    """The catalog's row estimate where the engine keeps one (PostgreSQL), else a count; None if that fails."""
+def row_count(db: Database, info: TableInfo, deadline: float | None = None) -> int | None:
+    """The catalog's row estimate where the engine keeps one (PostgreSQL), else a count; None if that fails
+    or the `deadline` (time.monotonic()) passes first."""
     if info.row_estimate is not None:
         return info.row_estimate
+    timeout_s = db.timeout_s if deadline is None else min(db.timeout_s, deadline - time.monotonic())
+    if timeout_s <= 0:
+        return None
     try:
-        [(count,)] = list(db.stream(f"SELECT COUNT(*) FROM {db.quote(info.name)}"))
+        [(count,)] = list(db.stream(f"SELECT COUNT(*) FROM {db.quote(info.name)}", timeout_s=timeout_s))
         return count
     except DatabaseToolError:
         return None
@@ -95,11 +103,11 @@ def value_match_line(match: ValueMatch) -> str:
     return line
 
 
-def table_summary(db: Database, info: TableInfo) -> TableSummary:
+def table_summary(db: Database, info: TableInfo, deadline: float | None = None) -> TableSummary:
     return TableSummary(
         name=info.name,
         column_count=len(info.columns),
-        row_count=row_count(db, info),
+        row_count=row_count(db, info, deadline),
         description=info.comment,
     )
 
@@ -132,8 +140,9 @@ class ScoutTools:
                 for t in tables
                 if (fnmatch.fnmatch(t.name.lower(), needle) if glob else needle in t.name.lower())
             ]
+        deadline = time.monotonic() + COUNT_BUDGET_S
         result = TableList(
-            tables=[table_summary(self.db, t) for t in tables[:limit]],
+            tables=[table_summary(self.db, t, deadline) for t in tables[:limit]],
             total=len(tables),
             truncated=len(tables) > limit,
         )
@@ -312,8 +321,9 @@ class ScoutTools:
         with database_errors():
             tables = self.db.tables()
         lines = [f"# Tables of {self.db.display_name} ({self.db.dialect}, {len(tables)} tables)", ""]
+        deadline = time.monotonic() + COUNT_BUDGET_S
         for info in tables:
-            rows = row_count(self.db, info)
+            rows = row_count(self.db, info, deadline)
             count = f"{rows} rows" if rows is not None else "row count unknown"
             about = info.comment or "columns: " + ", ".join(c.name for c in info.columns[:8]) + (
                 ", ..." if len(info.columns) > 8 else ""

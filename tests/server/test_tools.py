@@ -57,6 +57,37 @@ async def test_list_tables_with_counts_and_patterns(shop_server, shop_db):
     assert "orders (5 columns, 12 rows)" in fenced_body(everything.content[0].text)
 
 
+async def test_row_counts_of_slow_views_share_one_budget(tmp_path, monkeypatch):
+    """Counting a view runs its query: a listing must not take the statement timeout once per view."""
+    import sqlite3
+    import time
+
+    import mcp_server.server
+
+    path = tmp_path / "views.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+        for i in range(4):
+            conn.execute(
+                f"CREATE VIEW endless{i} AS "
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c"
+            )
+    monkeypatch.setattr(mcp_server.server, "COUNT_BUDGET_S", 0.5)
+    db = open_database(str(path), timeout_s=5.0)
+    try:
+        async with Client(build_server(Settings(timeout=5.0), db)) as client:
+            started = time.monotonic()
+            listing = await client.call_tool("list_tables", {})
+            overview = (await client.read_resource("schema://overview")).contents[0].text
+            elapsed = time.monotonic() - started
+    finally:
+        db.close()
+    counts = {t["name"]: t["row_count"] for t in listing.structured_content["tables"]}
+    assert counts == {"t": 0, "endless0": None, "endless1": None, "endless2": None, "endless3": None}
+    assert overview.count("row count unknown") == 4
+    assert elapsed < 5.0  # one view's full timeout; without the shared budget it is eight
+
+
 async def test_describe_table_shows_keys_both_ways(shop_server):
     async with Client(shop_server) as client:
         orders = (await client.call_tool("describe_table", {"table": "ORDERS"})).structured_content
