@@ -47,6 +47,7 @@ _DENIED_FUNCTIONS: dict[str, str] = {
     "pg_sleep_for": "it sleeps",
     "pg_sleep_until": "it sleeps",
     "set_config": "it changes server settings",
+    "setseed": "it seeds random() for the rest of the session, past this query",
     "pg_notify": "it sends notifications",
     "nextval": "it writes to a sequence",
     "setval": "it writes to a sequence",

@@ -80,6 +80,13 @@ def test_a_nul_character_is_refused_before_an_engine_cuts_the_text_there(dialect
             check_query(sql, dialect)
 
 
+@pytest.mark.parametrize("sql", ["SELECT setseed(0.5)", "SELECT random() FROM (SELECT setseed(0)) AS s"])
+def test_session_state_that_outlives_the_transaction_is_refused(sql):
+    """A pooled connection would carry the seed into the next request: its random() becomes predictable."""
+    with pytest.raises(UnsafeQueryError, match="setseed"):
+        check_query(sql, "postgres")
+
+
 def test_unparsable_text_is_flagged_as_such():
     with pytest.raises(UnparsableQueryError):
         check_query("SELECT * FROM users WHERE", "sqlite")
