@@ -102,7 +102,9 @@ def _machine() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m benchmarks.gpu_suite",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     env = os.environ.get
     parser.add_argument("--out", default=env("SQLSCOUT_GPU_SUITE_OUT", "gpu-suite-out"), help="output folder")

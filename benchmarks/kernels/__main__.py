@@ -13,7 +13,7 @@ from benchmarks.kernels.runner import OPS, run
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.kernels", description=__doc__)
     parser.add_argument(
         "--out", default=os.environ.get("SQLSCOUT_BENCH_OUT", "bench-out"), help="output folder"
     )
