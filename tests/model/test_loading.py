@@ -48,6 +48,12 @@ def test_missing_directory_says_how_to_download(tmp_path):
         Engine.load(tmp_path / "nowhere", device="cpu")
 
 
+def test_a_file_given_as_the_directory_names_its_folder(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ModelDirectoryError, match="config.json is a file: give the directory that holds it"):
+        Engine.load(tmp_path / "config.json", device="cpu")
+
+
 def test_directory_without_config(tmp_path):
     with pytest.raises(ModelDirectoryError, match="no config.json"):
         Engine.load(tmp_path, device="cpu")
