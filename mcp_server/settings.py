@@ -143,6 +143,10 @@ class Settings:
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
             raise SettingsError(f"--transport must be one of {', '.join(TRANSPORTS)}, not {self.transport!r}")
+        if self.model and Path(self.model).is_file():
+            raise SettingsError(
+                f"--model {self.model!r} is a file: give the directory that holds it, {Path(self.model).parent}"
+            )
         if self.model and not Path(self.model).is_dir():
             raise SettingsError(
                 f"model directory {self.model!r} does not exist: give the directory holding the model's "

@@ -47,6 +47,9 @@ def test_model_and_endpoint_rules(tmp_path):
         Settings(api_key="secret")
     with pytest.raises(SettingsError, match="does not exist: give the directory"):
         Settings(model=str(tmp_path / "missing"))
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(SettingsError, match="config.json' is a file: give the directory that holds it"):
+        Settings(model=str(tmp_path / "config.json"))
     assert Settings(model=str(tmp_path)).has_model
     assert not Settings().has_model
 
