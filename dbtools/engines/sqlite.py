@@ -78,7 +78,11 @@ class SQLiteDatabase(Database):
         """A fresh read-only connection: query_only, the authorizer, the deadline when given, and for a
         user's query the cap on a value's size."""
         try:
-            conn = sqlite3.connect(self._uri, uri=True, check_same_thread=False, isolation_level=None)
+            # A writer's lock is waited for no longer than the call's own timeout.
+            busy_s = self.timeout_s if timeout_s is None else timeout_s
+            conn = sqlite3.connect(
+                self._uri, uri=True, check_same_thread=False, isolation_level=None, timeout=busy_s
+            )
         except sqlite3.Error as exc:
             raise ConnectionFailedError(f"cannot open {self.path} read-only: {exc}") from None
         try:
@@ -103,6 +107,10 @@ class SQLiteDatabase(Database):
             elapsed = time.perf_counter() - started
             if str(exc) == "interrupted":  # only the deadline handler interrupts
                 raise QueryTimeoutError(elapsed, timeout_s) from None
+            if str(exc).startswith("database is locked"):
+                raise QueryError(
+                    f"{exc}: another process is writing to {self.path.name}; retry when it has finished"
+                ) from None
             raise QueryError(str(exc)) from None
         except sqlite3.DataError as exc:
             raise QueryError(
@@ -139,11 +147,12 @@ class SQLiteDatabase(Database):
                 yield from batch
 
     def _schema_marker(self) -> object:
-        with self._connect() as conn:
+        with self._connect() as conn, self._errors(self.timeout_s):
             return conn.execute("PRAGMA schema_version").fetchone()[0]
 
     def _load_tables(self) -> list[TableInfo]:
-        with self._connect(timeout_s=max(self.timeout_s, 30.0)) as conn:
+        catalog_timeout = max(self.timeout_s, 30.0)
+        with self._connect(timeout_s=catalog_timeout) as conn, self._errors(catalog_timeout):
             entries = conn.execute(
                 "SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'view') "
                 "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY rowid"

@@ -168,6 +168,24 @@ def test_missing_or_broken_sqlite_files_fail_clearly(tmp_path):
         open_database(str(junk))
 
 
+def test_a_sqlite_file_locked_by_a_writer_is_a_clear_error_within_the_timeout(tmp_path, open_db):
+    path = tmp_path / "locked.sqlite"
+    build_sqlite(str(path))
+    db = open_db(str(path), timeout_s=0.5)
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN EXCLUSIVE")
+    try:
+        for call in (db.tables, lambda: db.query("SELECT count(*) FROM users")):
+            started = time.perf_counter()
+            with pytest.raises(QueryError, match="another process is writing to locked.sqlite; retry"):
+                call()
+            assert time.perf_counter() - started < 0.5 + 3.0  # not sqlite3's own five-second wait
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert db.query("SELECT count(*) FROM users").rows == [(30,)]
+
+
 def test_unreachable_server_is_one_clear_error(open_db):
     import socket
 
