@@ -199,7 +199,10 @@ class ScoutTools:
     ) -> Annotated[CallToolResult, SchemaMatches]:
         """Find the tables and columns most related to some keywords (names, types and comments)."""
         with database_errors():
-            matches = search_schema(self.db, keywords, limit=limit)
+            try:
+                matches = search_schema(self.db, keywords, limit=limit)
+            except ValueError as error:
+                raise ToolError(f"search_schema: {error}") from error
         result = SchemaMatches(keywords=keywords, matches=[m.to_dict() for m in matches])
         body = "\n".join(
             (f"{m.table}.{m.column} {m.type or ''}" if m.column else f"table {m.table}")

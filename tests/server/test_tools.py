@@ -118,6 +118,14 @@ async def test_search_schema_ranks_tables_and_columns(shop_server):
     assert "products" in fenced_body(result.content[0].text)
 
 
+@pytest.mark.parametrize("keywords", ["   ", "(.*)+$"])
+async def test_search_schema_without_a_keyword_says_what_to_send(shop_server, keywords):
+    async with Client(shop_server) as client:
+        result = await client.call_tool("search_schema", {"keywords": keywords})
+    assert result.is_error
+    assert "search_schema: give at least one keyword (letters or digits)" in result.content[0].text
+
+
 async def test_search_values_finds_spellings_and_narrows(shop_server):
     async with Client(shop_server) as client:
         anywhere = await client.call_tool("search_values", {"text": "LONDON"})
