@@ -30,6 +30,7 @@ from mcp_server.chat_format import END_OF_TURN, ChatFormat
 from mcp_server.policies.base import Completion
 from mcp_server.prompts import Prompts
 from model.engine import Engine
+from model.errors import ModelDirectoryError
 from model.sampling_params import SamplingParams
 
 # A few tens of millions of parameters besides the 248k-token embedding (which the LM head reuses): large
@@ -407,7 +408,13 @@ def main(argv: list[str] | None = None) -> int:
         help="folder for agent_episode.json and agent_episode.png [SQLSCOUT_BENCH_OUT]",
     )
     args = parser.parse_args(argv)
-    engine = Engine.load(checkpoint(args.model), device=args.device)
+    if args.device not in ("cpu", "cuda"):  # argparse checks a flag's choices, not the variable's
+        parser.error(f"SQLSCOUT_DEVICE must be one of cpu, cuda, not {args.device!r}")
+    try:
+        engine = Engine.load(checkpoint(args.model), device=args.device)
+    except (ModelDirectoryError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     warm_up(engine)
     by_id = {q.question_id: q for q in load_questions("plain")}
     db = open_database(None)

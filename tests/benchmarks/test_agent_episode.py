@@ -1,6 +1,8 @@
 """The episode benchmark's forced replay: real tool calls, and each token of the episode run through the model once."""
 
-from benchmarks.agent_episode import _call, _turn, run_episode
+import pytest
+
+from benchmarks.agent_episode import _call, _turn, main, run_episode
 from benchmarks.datasets import load_questions
 from dbtools.engines import open_database
 from model.engine import Engine
@@ -22,3 +24,13 @@ def test_forced_replay_runs_every_token_once_and_counts_the_resend_peer(tiny_mod
     assert episode["sequence_tokens"] < episode["resend_tokens"] < 2 * episode["sequence_tokens"]
     assert episode["db_s"] > 0 and episode["prefill_s"] > 0 and episode["decode_s"] > 0
     assert episode["kept_prefill_s"] > 0 and episode["resend_prefill_s"] > 0
+
+
+def test_a_bad_device_or_model_directory_is_reported_in_one_line(tmp_path, capsys, monkeypatch):
+    assert main(["--model", str(tmp_path / "absent"), "--out", str(tmp_path)]) == 1
+    assert "error: model directory" in capsys.readouterr().err
+    monkeypatch.setenv("SQLSCOUT_DEVICE", "gpu")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "SQLSCOUT_DEVICE must be one of cpu, cuda, not 'gpu'" in capsys.readouterr().err
