@@ -97,6 +97,10 @@ _DENIED_PREFIXES: dict[str, str] = {
 }
 
 
+# Parsing runs before any statement timeout can apply, so the text it is given is bounded.
+MAX_QUERY_CHARS = 100_000
+
+
 def check_query(sql: str, dialect: str) -> exp.Expression:
     """Return the parsed statement if `sql` is one read-only query; raise UnsafeQueryError saying why not."""
     if not sql or not sql.strip():
@@ -104,8 +108,14 @@ def check_query(sql: str, dialect: str) -> exp.Expression:
     if "\x00" in sql:
         # libpq would cut the text at the NUL and run only what comes before it.
         raise UnsafeQueryError("the query contains a NUL character (\\x00): remove it")
+    if len(sql) > MAX_QUERY_CHARS:
+        raise UnsafeQueryError(
+            f"the query is {len(sql)} characters long; the limit is {MAX_QUERY_CHARS}: write a shorter one"
+        )
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+    except RecursionError:
+        raise UnsafeQueryError("the query is nested too deeply to check: flatten its subqueries") from None
     except SqlglotError as exc:
         if _separates_statements(sql, dialect):
             raise UnsafeQueryError(
@@ -188,9 +198,11 @@ def _first_line(exc: Exception) -> str:
 
 def referenced_tables(sql: str, dialect: str) -> list[str]:
     """Tables a statement reads, as written (schema-qualified where it is), CTE names left out; [] if unparsable."""
+    if len(sql) > MAX_QUERY_CHARS:
+        return []
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
-    except SqlglotError:
+    except (SqlglotError, RecursionError):
         return []
     names: list[str] = []
     for statement in statements:

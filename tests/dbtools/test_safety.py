@@ -87,6 +87,23 @@ def test_session_state_that_outlives_the_transaction_is_refused(sql):
         check_query(sql, "postgres")
 
 
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("SELECT " + "(" * 3000 + "1" + ")" * 3000, "nested too deeply to check"),
+        ("SELECT " + "(SELECT " * 500 + "1" + ")" * 500, "nested too deeply to check"),
+        ("SELECT 1 WHERE 1 IN (" + ",".join(map(str, range(30_000))) + ")", "the limit is 100000"),
+    ],
+    ids=["nested parentheses", "nested subqueries", "long text"],
+)
+def test_text_too_deep_or_too_long_to_parse_is_refused_with_a_reason(sql, message, dialect):
+    """Parsing runs before any timeout applies: it must fail fast, as a policy error, not a crash."""
+    with pytest.raises(UnsafeQueryError, match=message):
+        check_query(sql, dialect)
+    assert referenced_tables(sql, dialect) == []
+
+
 def test_unparsable_text_is_flagged_as_such():
     with pytest.raises(UnparsableQueryError):
         check_query("SELECT * FROM users WHERE", "sqlite")
