@@ -13,6 +13,7 @@ import psycopg
 from dbtools.demo.build import build_demo
 from dbtools.demo.cache import DEFAULT_SEED, default_demo_path
 from dbtools.demo.postgres import load_postgres
+from dbtools.errors import DatabaseToolError
 
 
 def _env(name: str, default=None):
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.dsn:
                 parser.error("give the target DSN (or set SQLSCOUT_DEMO_PG_DSN)")
             load_postgres(args.dsn, args.source or default_demo_path(), replace=args.replace)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, DatabaseToolError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except sqlite3.Error as error:  # e.g. --out in a folder that does not exist

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from dbtools.demo.build import GENERATOR_VERSION, build_demo
+from dbtools.errors import DatabaseToolError
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +18,13 @@ DEFAULT_SEED = 0
 def cache_dir() -> Path:
     """`$SQLSCOUT_CACHE_DIR`, else `~/.cache/sqlscout`; created when missing."""
     path = Path(os.environ.get("SQLSCOUT_CACHE_DIR") or Path.home() / ".cache" / "sqlscout").expanduser()
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DatabaseToolError(
+            f"cannot create the cache directory {path}: {error.strerror}; "
+            "point SQLSCOUT_CACHE_DIR at a writable folder"
+        ) from error
     return path
 
 

@@ -204,3 +204,11 @@ def test_load_postgres_reports_an_unreachable_server(tmp_path, capsys):
         demo_main(["load-postgres", "postgresql://postgres@127.0.0.1:1/none", "--source", str(source)]) == 1
     )
     assert "error: PostgreSQL: connection failed" in capsys.readouterr().err
+
+
+def test_an_unusable_cache_directory_is_reported_in_one_line(tmp_path, capsys, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("SQLSCOUT_CACHE_DIR", str(tmp_path / "a-file" / "cache"))
+    assert demo_main(["build"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot create the cache directory") and "SQLSCOUT_CACHE_DIR" in err
