@@ -141,6 +141,8 @@ class Settings:
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
+        if self.model:  # `~` reaches us unexpanded from host configs and quoted variables
+            object.__setattr__(self, "model", str(Path(self.model).expanduser()))
         if self.transport not in TRANSPORTS:
             raise SettingsError(f"--transport must be one of {', '.join(TRANSPORTS)}, not {self.transport!r}")
         if self.model and Path(self.model).is_file():

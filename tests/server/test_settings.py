@@ -37,7 +37,7 @@ def test_bad_environment_values_name_the_variable(env, message):
         Settings.resolve({}, env)
 
 
-def test_model_and_endpoint_rules(tmp_path):
+def test_model_and_endpoint_rules(tmp_path, monkeypatch):
     # A model directory beside an endpoint lends the endpoint its tokenizer, chat template and prompts.
     both = Settings(model=str(tmp_path), endpoint="http://localhost:8001/v1", endpoint_model="m")
     assert both.has_model
@@ -51,6 +51,8 @@ def test_model_and_endpoint_rules(tmp_path):
     with pytest.raises(SettingsError, match="config.json' is a file: give the directory that holds it"):
         Settings(model=str(tmp_path / "config.json"))
     assert Settings(model=str(tmp_path)).has_model
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert Settings(model="~").model == str(tmp_path)
     assert not Settings().has_model
 
 
