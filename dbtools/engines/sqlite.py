@@ -69,6 +69,10 @@ class SQLiteDatabase(Database):
             try:
                 conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             except sqlite3.DatabaseError as exc:
+                if str(exc).startswith("database is locked"):
+                    raise ConnectionFailedError(
+                        f"cannot open {self.path}: another process is writing to it; retry when it has finished"
+                    ) from None
                 raise ConnectionFailedError(f"cannot read {self.path} as a SQLite database: {exc}") from None
 
     @contextmanager

@@ -180,6 +180,8 @@ def test_a_sqlite_file_locked_by_a_writer_is_a_clear_error_within_the_timeout(tm
             with pytest.raises(QueryError, match="another process is writing to locked.sqlite; retry"):
                 call()
             assert time.perf_counter() - started < 0.5 + 3.0  # not sqlite3's own five-second wait
+        with pytest.raises(ConnectionFailedError, match="another process is writing to it; retry"):
+            open_db(str(path), timeout_s=0.5)
     finally:
         writer.execute("ROLLBACK")
         writer.close()
