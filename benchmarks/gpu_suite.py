@@ -129,6 +129,13 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds for the end-to-end decode benchmark",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print(
+            "error: the GPU suite needs a CUDA device and torch sees none; on a CPU, run "
+            "`python -m pytest tests/kernels` and `python -m benchmarks.model_cpu` instead",
+            file=sys.stderr,
+        )
+        return 2
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""A benchmark given a bad environment value stops with a usage error before measuring anything."""
+"""A benchmark given a bad setting, or run without the machine it needs, stops before measuring anything."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+from benchmarks.gpu_suite import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,3 +34,9 @@ def test_a_bad_environment_value_is_a_usage_error(module, variable, flag):
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"argument {flag}: invalid" in done.stderr and "'lots'" in done.stderr
+
+
+def test_the_gpu_suite_without_a_cuda_device_says_what_to_run_instead(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["--out", str(tmp_path / "out")]) == 2
+    assert "needs a CUDA device" in capsys.readouterr().err and not (tmp_path / "out").exists()
