@@ -138,6 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args.pop(0) if args and args[0] in COMMANDS else "serve"
     parser = build_parser(command)
     namespace = parser.parse_args(args)
+    if command == "ask" and not namespace.question.strip():
+        parser.error('the question is empty: ask it in plain language, e.g. "How many orders are there?"')
     try:
         settings = Settings.resolve(vars(namespace))
     except SettingsError as error:

@@ -38,6 +38,11 @@ def test_setting_errors_are_reported_without_a_traceback():
     assert bad_env.returncode == 2 and "SQLSCOUT_PORT='http' is not a valid int" in bad_env.stderr
 
 
+def test_an_empty_question_is_a_usage_error():
+    done = run_cli("ask", "  ")
+    assert done.returncode == 2 and "the question is empty" in done.stderr
+
+
 def test_ask_without_a_model_says_how_to_configure_one(sqlite_dsn):
     done = run_cli("ask", "How many orders?", "--dsn", sqlite_dsn)
     assert done.returncode == 2
