@@ -274,7 +274,7 @@ class ScoutTools:
 
     async def ask_database(
         self,
-        question: Annotated[str, Field(min_length=1, description="the question, in plain language")],
+        question: Annotated[str, Field(pattern=r"\S", description="the question, in plain language")],
         ctx: Context,
         evidence: Annotated[
             str | None,

@@ -208,6 +208,9 @@ async def test_bad_arguments_are_reported_and_the_server_keeps_serving(shop_serv
         assert (await client.call_tool("run_query", {})).is_error
         assert (await client.call_tool("no_such_tool", {})).is_error
         assert (await client.call_tool("run_query", {"sql": ""})).is_error
+        blank = await client.call_tool("ask_database", {"question": "  "})
+        assert blank.is_error and "question" in blank.content[0].text
+        assert "no text-to-SQL model" not in blank.content[0].text  # refused before the model is needed
         ok = await client.call_tool("run_query", {"sql": "SELECT 1 AS one"})
     assert ok.structured_content["rows"] == [[1]]
 
