@@ -169,7 +169,7 @@ class Settings:
             raise SettingsError(f"--samples must be at least 1, not {self.samples}")
         if self.token_budget < 256:
             raise SettingsError(f"--token-budget must be at least 256 tokens, not {self.token_budget}")
-        if self.temperature < 0:
+        if not self.temperature >= 0:  # NaN fails too
             raise SettingsError(f"--temperature must be >= 0, not {self.temperature:g}")
         if not 0 < self.top_p <= 1:
             raise SettingsError(f"--top-p must be in (0, 1], not {self.top_p:g}")

@@ -149,3 +149,18 @@ def test_search_values_and_search_schema(sqlite_dsn, tmp_path):
     assert list(tmp_path.iterdir())  # the value index went to the cache directory given
     done = run_cli("search_schema", "country", "code", env={**env, "SQLSCOUT_CACHE_DIR": str(tmp_path)})
     assert done.returncode == 0 and "customers.country_code" in done.stdout
+
+
+def test_output_cut_short_by_its_reader_ends_quietly(sqlite_dsn):
+    sql = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000) SELECT i FROM n"
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "dbtools", "--dsn", sqlite_dsn, "--max-rows", "200000", "query", sql],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    cli.stdout.read(100)  # like `| head`: read a little, then close the pipe
+    cli.stdout.close()
+    stderr = cli.stderr.read().decode()
+    assert cli.wait(timeout=60) == 1
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr

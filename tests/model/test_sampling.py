@@ -57,7 +57,12 @@ def test_temperature_sharpens_the_distribution():
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"), [({"temperature": -1}, "temperature"), ({"top_p": 0}, "top_p")]
+    ("kwargs", "message"),
+    [
+        ({"temperature": -1}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"top_p": 0}, "top_p"),
+    ],
 )
 def test_invalid_parameters(kwargs, message):
     with pytest.raises(ValueError, match=message):

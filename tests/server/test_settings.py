@@ -88,6 +88,7 @@ def test_allowed_origins_are_normalised():
     "kwargs, message",
     [
         ({"temperature": -0.1}, "--temperature must be >= 0"),
+        ({"temperature": float("nan")}, "--temperature must be >= 0"),
         ({"top_p": 0.0}, r"--top-p must be in \(0, 1\]"),
         ({"top_k": -1}, "--top-k must be >= 0"),
     ],
