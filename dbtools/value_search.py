@@ -143,6 +143,9 @@ class ValueIndex:
         self.progress = progress
         self._refresh_lock = threading.RLock()
         self._catalog: dict[str, TableInfo] | None = None  # the schema as of the last refresh, by lower name
+        self._incoming: dict[
+            str, list[tuple[str, ForeignKey]]
+        ] = {}  # (child table, key) by lower parent name
         self._small_tables: dict[str, bool] = {}  # tables without a row estimate, by whether they are small
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._open_store()
@@ -180,8 +183,7 @@ class ValueIndex:
             started = time.perf_counter()
             report = RefreshReport()
             catalog = self.db.tables()
-            self._catalog = {t.name.lower(): t for t in catalog}
-            self._small_tables.clear()
+            self._remember_catalog(catalog)
             tables = [t for t in catalog if not _is_view(t)]
             with closing(self._connect()) as conn:
                 stored = dict(conn.execute("SELECT table_name, fingerprint FROM indexed_tables").fetchall())
@@ -401,16 +403,21 @@ class ValueIndex:
         self._add_links(matches)
         return matches
 
+    def _remember_catalog(self, catalog: list[TableInfo]) -> None:
+        """Keep the schema, and the foreign keys pointing into each table, for the links of later lookups."""
+        self._catalog = {t.name.lower(): t for t in catalog}
+        self._incoming = {}
+        for child in catalog:
+            for fk in child.foreign_keys:
+                self._incoming.setdefault(fk.ref_table.lower(), []).append((child.name, fk))
+        self._small_tables.clear()
+
     def _add_links(self, matches: list[ValueMatch]) -> None:
         """Fill in the foreign keys around each match and, for small referenced tables, the row's keys."""
         # The schema as the index saw it: re-reading the catalog per lookup costs more than the lookup.
         if self._catalog is None:
-            self._catalog = {t.name.lower(): t for t in self.db.tables()}
-        tables = self._catalog
-        incoming: dict[str, list[tuple[str, ForeignKey]]] = {}
-        for child in tables.values():
-            for fk in child.foreign_keys:
-                incoming.setdefault(fk.ref_table.lower(), []).append((child.name, fk))
+            self._remember_catalog(self.db.tables())
+        tables, incoming = self._catalog, self._incoming
         for match in matches:
             info = tables.get(match.table.lower())
             if info is None:
