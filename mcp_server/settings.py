@@ -10,6 +10,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from model.errors import DOWNLOAD_HINT, missing_local_engine, no_config_message
+
 ENV_PREFIX = "SQLSCOUT_"
 TRANSPORTS = ("stdio", "http")
 DEVICES = ("cpu", "cuda")
@@ -152,9 +154,10 @@ class Settings:
         if self.model and not Path(self.model).is_dir():
             raise SettingsError(
                 f"model directory {self.model!r} does not exist: give the directory holding the model's "
-                "config, tokenizer and safetensors (get it with "
-                "`hf download trl-lab/qwen3.5-2b-grpo-sqale --local-dir DIR`)"
+                f"config, tokenizer and safetensors (get it with `{DOWNLOAD_HINT}`)"
             )
+        if self.model and not self.endpoint:
+            self._check_local_model()
         if self.endpoint and not self.endpoint_model:
             raise SettingsError("--endpoint needs --endpoint-model NAME (SQLSCOUT_ENDPOINT_MODEL)")
         if (self.endpoint_model or self.api_key) and not self.endpoint:
@@ -184,6 +187,14 @@ class Settings:
                 f"--host {self.host} exposes the database beyond this machine: set --token TOKEN "
                 "(SQLSCOUT_TOKEN) so that clients must authenticate, or bind to 127.0.0.1"
             )
+
+    def _check_local_model(self) -> None:
+        """The local engine runs --model here: refuse at start-up what would fail at the first question."""
+        if not (Path(self.model) / "config.json").is_file():
+            raise SettingsError(f"--model {no_config_message(self.model)}")
+        missing = missing_local_engine()
+        if missing:
+            raise SettingsError(f"--model: {missing}; or run the model on a server and give --endpoint URL")
 
     @property
     def has_model(self) -> bool:

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from model.errors import ModelDirectoryError
+from model.errors import ModelDirectoryError, no_config_message
 
 TEXT_MODEL_TYPE = "qwen3_5_text"
 VISION_LANGUAGE_MODEL_TYPE = "qwen3_5"
@@ -164,9 +164,7 @@ class Qwen35Config:
         """Read and validate model_dir/config.json."""
         path = model_dir / "config.json"
         if not path.is_file():
-            raise ModelDirectoryError(
-                f"{model_dir} has no config.json; is it a Hugging Face model directory?"
-            )
+            raise ModelDirectoryError(no_config_message(model_dir))
         try:
             return cls.from_dict(json.loads(path.read_text()))
         except (ValueError, TypeError) as error:

@@ -6,12 +6,13 @@ from pathlib import Path
 
 from mcp_server.agent_errors import PolicyConfigError
 from mcp_server.policies.base import Completion, Policy, PolicyRun
+from model.errors import DOWNLOAD_HINT, missing_local_engine
 
 __all__ = ["Completion", "Policy", "PolicyRun", "build_policy"]
 
 MODEL_SETUP_HINT = (
-    "give a model directory (--model DIR / SQLSCOUT_MODEL; get one with "
-    "`hf download trl-lab/qwen3.5-2b-grpo-sqale --local-dir DIR`) or an OpenAI-compatible endpoint "
+    f"give a model directory (--model DIR / SQLSCOUT_MODEL; get one with `{DOWNLOAD_HINT}`) "
+    "or an OpenAI-compatible endpoint "
     "serving that model (--endpoint URL --endpoint-model NAME / SQLSCOUT_ENDPOINT, SQLSCOUT_ENDPOINT_MODEL)"
 )
 
@@ -38,6 +39,9 @@ def build_policy(
 
         return EndpointPolicy(endpoint, endpoint_model, api_key=api_key, model_dir=model_dir)
     if model_dir is not None:
+        missing = missing_local_engine()
+        if missing:
+            raise PolicyConfigError(missing)
         from mcp_server.policies.local import LocalPolicy
 
         return LocalPolicy.load(model_dir, device=device, dtype=dtype)

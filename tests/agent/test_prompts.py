@@ -80,3 +80,20 @@ def test_malformed_or_incomplete_reference_falls_back_with_a_warning(tmp_path, c
 def test_build_policy_explains_how_to_configure_a_model(kwargs, message):
     with pytest.raises(PolicyConfigError, match=message):
         build_policy(**kwargs)
+
+
+def test_build_policy_without_the_local_engine_says_how_to_install_it(tmp_path, monkeypatch):
+    import model.errors
+
+    real_find_spec = model.errors.importlib.util.find_spec
+    monkeypatch.setattr(
+        model.errors.importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "torch" else real_find_spec(name, *args),
+    )
+    with pytest.raises(PolicyConfigError) as refused:
+        build_policy(model_dir=tmp_path)
+    assert str(refused.value) == (
+        "the local engine needs torch, which this Python lacks: install it with `pip install 'sqlscout[local]'` "
+        "(from a source checkout, `bash scripts/serve.sh` installs it into .venv)"
+    )

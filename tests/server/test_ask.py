@@ -148,6 +148,7 @@ async def test_cancelling_a_question_stops_the_episode_and_frees_the_model(shop_
 
 
 async def test_a_model_that_fails_to_load_is_reported_per_question(shop_db, tmp_path):
+    (tmp_path / "config.json").write_text("{}")
     settings = Settings(model=str(tmp_path))  # exists, but holds no checkpoint
     async with Client(build_server(settings, shop_db)) as client:
         first = await client.call_tool("ask_database", {"question": "How many orders?"})

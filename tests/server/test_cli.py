@@ -38,6 +38,13 @@ def test_setting_errors_are_reported_without_a_traceback():
     assert bad_env.returncode == 2 and "SQLSCOUT_PORT='http' is not a valid int" in bad_env.stderr
 
 
+def test_a_folder_that_is_not_a_model_is_refused_before_serving(tmp_path):
+    done = run_cli("--model", str(tmp_path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "serving" not in done.stderr
+    assert f"--model {tmp_path} has no config.json, so it is not a model directory" in done.stderr
+    assert "hf download trl-lab/qwen3.5-2b-grpo-sqale --local-dir DIR" in done.stderr
+
+
 def test_an_empty_question_is_a_usage_error():
     done = run_cli("ask", "  ")
     assert done.returncode == 2 and "the question is empty" in done.stderr

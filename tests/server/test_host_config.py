@@ -49,6 +49,7 @@ def test_vscode_and_claude_code_point_at_a_running_http_server():
 
 
 def test_claude_code_stdio_command(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
     settings = Settings(model=str(tmp_path), samples=3)
     words = shlex.split(host_snippet("claude-code", settings, "db"))
     assert words[:4] == ["claude", "mcp", "add", "db"]

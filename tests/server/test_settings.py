@@ -56,6 +56,38 @@ def test_model_and_endpoint_rules(tmp_path, monkeypatch):
     assert not Settings().has_model
 
 
+def test_a_folder_without_config_json_is_not_taken_for_a_model(tmp_path):
+    with pytest.raises(SettingsError) as refused:
+        Settings(model=str(tmp_path))
+    message = str(refused.value)
+    assert f"--model {tmp_path} has no config.json, so it is not a model directory" in message
+    assert "config.json, tokenizer and safetensors weights" in message
+    assert "`hf download trl-lab/qwen3.5-2b-grpo-sqale --local-dir DIR`" in message
+    # With an endpoint the folder only lends its tokenizer and prompts: the weights run elsewhere.
+    assert Settings(model=str(tmp_path), endpoint="http://localhost:8001/v1", endpoint_model="m").model
+
+
+@pytest.mark.parametrize("absent", ["torch", "safetensors"])
+def test_a_local_model_without_the_local_engine_says_how_to_install_it(tmp_path, monkeypatch, absent):
+    import model.errors
+
+    (tmp_path / "config.json").write_text("{}")
+    real_find_spec = model.errors.importlib.util.find_spec
+    monkeypatch.setattr(
+        model.errors.importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == absent else real_find_spec(name, *args),
+    )
+    with pytest.raises(SettingsError) as refused:
+        Settings(model=str(tmp_path))
+    assert str(refused.value) == (
+        f"--model: the local engine needs {absent}, which this Python lacks: install it with "
+        "`pip install 'sqlscout[local]'` (from a source checkout, `bash scripts/serve.sh` installs it into "
+        ".venv); or run the model on a server and give --endpoint URL"
+    )
+    assert Settings(model=str(tmp_path), endpoint="http://localhost:8001/v1", endpoint_model="m").model
+
+
 def test_a_network_bind_needs_a_token():
     with pytest.raises(SettingsError, match="set --token TOKEN"):
         Settings(transport="http", host="0.0.0.0")
