@@ -14,7 +14,7 @@ from dbtools.engines import Database, open_database
 from dbtools.errors import DatabaseToolError
 from mcp_server.agent_errors import EndpointError, PolicyConfigError
 from mcp_server.host_config import HOSTS, host_snippet
-from mcp_server.http_transport import serve_http
+from mcp_server.http_transport import ListenError, listen_socket, serve_http
 from mcp_server.model_runner import ModelLoadError, ModelRunner
 from mcp_server.server import build_server
 from mcp_server.settings import OPTIONS, Settings, SettingsError
@@ -86,6 +86,11 @@ def configure_logging(level: str) -> None:
 
 
 def serve(settings: Settings, db: Database) -> int:
+    try:
+        sock = listen_socket(settings) if settings.transport == "http" else None
+    except ListenError as error:
+        print(f"sqlscout: {error}", file=sys.stderr)
+        return 1
     runner = ModelRunner(settings, db)
     server = build_server(settings, db, runner)
     runner.preload_in_background()
@@ -93,7 +98,7 @@ def serve(settings: Settings, db: Database) -> int:
         log.info("no model configured: ask_database will explain how to set one; the database tools work")
     log.info("serving %s (%s) over %s", db.display_name, db.dialect, settings.transport)
     if settings.transport == "http":
-        serve_http(server, settings)
+        serve_http(server, settings, sock)
     else:
         server.run("stdio")
     return 0

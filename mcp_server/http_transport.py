@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import hmac
 import logging
+import socket
 from urllib.parse import urlsplit
 
 import uvicorn
@@ -83,8 +85,37 @@ def http_app(server: MCPServer, settings: Settings) -> ASGIApp:
     return HttpGuard(app, token=settings.token, extra_origins=settings.origins)
 
 
-def serve_http(server: MCPServer, settings: Settings) -> None:
-    """Serve until interrupted; uvicorn logs through the root logger, to stderr."""
+class ListenError(Exception):
+    """The HTTP address could not be bound; the message names it and the setting that changes it."""
+
+
+def listen_socket(settings: Settings) -> socket.socket:
+    """A socket listening on --host and --port, bound before anything says the server is up: left to uvicorn,
+    a port in use is a logged traceback after the start-up lines and an exit from inside the event loop."""
+    host, port = settings.host.strip("[]"), settings.port
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        return socket.create_server((host, port), family=family)
+    except socket.gaierror as error:
+        raise ListenError(
+            f"cannot resolve --host {settings.host} ({error.strerror}): give an address of this machine"
+        ) from None
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            reason = "is already in use by another program: pick a free port"
+        elif error.errno == errno.EACCES:
+            reason = "needs privileges this process lacks: pick a port above 1023"
+        else:
+            reason = (
+                f"cannot be opened ({error.strerror or error}): check --host (SQLSCOUT_HOST), or pick a port"
+            )
+        raise ListenError(
+            f"port {port} on {settings.host} {reason} with --port PORT (SQLSCOUT_PORT)"
+        ) from None
+
+
+def serve_http(server: MCPServer, settings: Settings, sock: socket.socket) -> None:
+    """Serve on `sock` (from listen_socket) until interrupted; uvicorn logs through the root logger, to stderr."""
     log.info(
         "listening on http://%s:%d/mcp (%s)",
         settings.host,
@@ -98,4 +129,5 @@ def serve_http(server: MCPServer, settings: Settings) -> None:
         log_config=None,
         log_level=settings.log_level.lower(),
     )
-    uvicorn.Server(config).run()
+    with sock:
+        uvicorn.Server(config).run(sockets=[sock])

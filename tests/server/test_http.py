@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+
 import httpx
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.server.conftest import ORDERS, ServerProcess, subprocess_env
+from tests.server.conftest import ORDERS, PROJECT_ROOT, SERVER_COMMAND, ServerProcess, subprocess_env
 
 pytestmark = pytest.mark.anyio
 
@@ -87,3 +90,21 @@ def test_logs_go_to_stderr_only(sqlite_dsn, cache_dir):
     stdout, stderr = server.stop()
     assert stdout == ""
     assert "listening on http://127.0.0.1" in stderr
+
+
+def test_a_port_in_use_is_one_line_naming_the_flag(sqlite_dsn, cache_dir):
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [*SERVER_COMMAND, "--transport", "http", "--port", str(port), "--dsn", sqlite_dsn],
+            env=subprocess_env(SQLSCOUT_CACHE_DIR=str(cache_dir)),
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"sqlscout: port {port} on 127.0.0.1 is already in use by another program: pick a free port with "
+        "--port PORT (SQLSCOUT_PORT)"
+    ]
