@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dbtools.engines.base import ColumnInfo, Database, ForeignKey, QueryResult, TableInfo
-from dbtools.engines.dsn import parse_dsn
+from dbtools.engines.dsn import missing_relative_url_file, parse_dsn
 from dbtools.engines.postgres import PostgresDatabase
 from dbtools.engines.sqlite import SQLiteDatabase
+from dbtools.errors import ConnectionFailedError
 
 __all__ = [
     "ColumnInfo",
@@ -35,6 +36,9 @@ def open_database(
         )
     parsed = parse_dsn(dsn)
     if parsed.engine == "sqlite":
+        missing = missing_relative_url_file(dsn, parsed.target)
+        if missing:
+            raise ConnectionFailedError(missing)
         return SQLiteDatabase(parsed.target, timeout_s=timeout_s, max_rows=max_rows, max_chars=max_chars)
     return PostgresDatabase(
         parsed.target, parsed.display_name, timeout_s=timeout_s, max_rows=max_rows, max_chars=max_chars

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import psycopg.conninfo
@@ -51,6 +52,24 @@ def _sqlite_url_path(url: str) -> str:
     if not path:
         raise ConnectionFailedError(f"no file path in {url!r}: write sqlite:///path/to/file.sqlite")
     return path
+
+
+def missing_relative_url_file(dsn: str, target: str) -> str | None:
+    """For a sqlite:/// URL whose relative path names nothing: the message explaining the slashes (with the
+    absolute spelling, named as existing when it does); None for any other DSN."""
+    path = Path(target).expanduser()
+    if not dsn.strip().lower().startswith("sqlite:") or path.is_absolute() or path.exists():
+        return None
+    absolute = Path("/", target)
+    meant = (
+        f"did you mean sqlite:///{absolute} ({absolute} exists)?"
+        if absolute.exists()
+        else f"write sqlite:///{absolute} for {absolute}"
+    )
+    return (
+        f"no SQLite database at {path.resolve()}: in a sqlite: URL three slashes start a path relative to the "
+        f"current directory and four an absolute one; {meant}"
+    )
 
 
 def mask_password(conninfo: str) -> str:

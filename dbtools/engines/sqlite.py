@@ -30,6 +30,7 @@ _PROGRESS_STEPS = 1000  # VM instructions between deadline checks
 # The deadline is checked between VM instructions, never inside one function call: printf('%.*c', 999999999, 'x')
 # runs for seconds past any timeout and holds a gigabyte. Capping a value's size bounds both.
 MAX_VALUE_BYTES = 32 * 1024 * 1024
+DATABASE_SUFFIXES = (".sqlite", ".sqlite3", ".db", ".db3")
 
 
 def _authorize(
@@ -62,6 +63,11 @@ class SQLiteDatabase(Database):
     ) -> None:
         self.path = Path(path).expanduser().resolve()
         super().__init__(str(path), timeout_s=timeout_s, max_rows=max_rows, max_chars=max_chars)
+        if self.path.is_dir():
+            raise ConnectionFailedError(
+                f"{self.path} is a folder, not a SQLite database: give the database file's path in --dsn"
+                + _database_files_hint(self.path)
+            )
         if not self.path.is_file():
             raise ConnectionFailedError(f"no SQLite database at {self.path}: check the path in --dsn")
         self._uri = f"file:{url_quote(str(self.path))}?mode=ro"
@@ -217,6 +223,14 @@ class SQLiteDatabase(Database):
 
     def close(self) -> None:
         """Nothing stays open between calls."""
+
+
+def _database_files_hint(folder: Path) -> str:
+    """The likely database files directly in `folder`, as a hint to append to a message."""
+    found = sorted(p.name for p in folder.iterdir() if p.suffix.lower() in DATABASE_SUFFIXES and p.is_file())
+    if not found:
+        return ""
+    return " (it holds " + ", ".join(found[:3]) + (", ..." if len(found) > 3 else "") + ")"
 
 
 def _group_foreign_keys(conn: sqlite3.Connection, fk_rows: list[tuple]) -> tuple[ForeignKey, ...]:

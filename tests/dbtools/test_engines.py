@@ -168,6 +168,36 @@ def test_missing_or_broken_sqlite_files_fail_clearly(tmp_path):
         open_database(str(junk))
 
 
+def test_a_sqlite_url_with_three_slashes_explains_relative_and_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "shop.sqlite").touch()
+    absolute = tmp_path / "shop.sqlite"
+    with pytest.raises(ConnectionFailedError) as meant_absolute:
+        open_database(f"sqlite://{absolute}")  # sqlite:///tmp/... : relative to the current directory
+    assert str(meant_absolute.value) == (
+        f"no SQLite database at {tmp_path}{absolute}: in a sqlite: URL three slashes start a path relative to "
+        f"the current directory and four an absolute one; did you mean sqlite:///{absolute} ({absolute} exists)?"
+    )
+    with pytest.raises(ConnectionFailedError) as nowhere:
+        open_database("sqlite:///nowhere/x.sqlite")
+    assert "three slashes start a path relative to the current directory and four an absolute one" in str(
+        nowhere.value
+    )
+    assert str(nowhere.value).endswith("write sqlite:////nowhere/x.sqlite for /nowhere/x.sqlite")
+    assert open_database("sqlite:///shop.sqlite").path == absolute
+
+
+def test_a_folder_given_as_the_database_is_named_as_a_folder(tmp_path):
+    (tmp_path / "shop.sqlite").touch()
+    for dsn in (str(tmp_path), f"sqlite:///{tmp_path}"):
+        with pytest.raises(ConnectionFailedError) as refused:
+            open_database(dsn)
+        assert str(refused.value) == (
+            f"{tmp_path} is a folder, not a SQLite database: give the database file's path in --dsn "
+            "(it holds shop.sqlite)"
+        )
+
+
 def test_a_sqlite_file_locked_by_a_writer_is_a_clear_error_within_the_timeout(tmp_path, open_db):
     path = tmp_path / "locked.sqlite"
     build_sqlite(str(path))
