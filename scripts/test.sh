@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Installs everything the tests need (PostgreSQL server binaries, the pinned Python packages), then runs
-# lint and the whole test suite. The suite starts and stops its own throwaway PostgreSQL server.
+# Installs everything the tests need (PostgreSQL server binaries, sqlscout with the local engine and the
+# test extra into .venv, pinned by constraints.txt), then runs lint and the whole test suite. The suite
+# starts and stops its own throwaway PostgreSQL server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
-    echo "installing PostgreSQL server binaries (Debian package postgresql)" >&2
+    echo "sqlscout: installing PostgreSQL server binaries (Debian package postgresql, about 30 s)" >&2
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
 
-python3 -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
-python3 -m ruff check .
-python3 -m ruff format --check .
-python3 -m pytest "$@"
+source scripts/venv.sh
+install_sqlscout "local,test" "about 3 GB with the CUDA build of PyTorch on Linux; usually 3-6 minutes"
+python -m ruff check .
+python -m ruff format --check .
+python -m pytest "$@"

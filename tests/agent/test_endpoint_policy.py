@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -14,60 +11,10 @@ from mcp_server.agent_errors import EndpointError
 from mcp_server.policies import build_policy
 from mcp_server.policies.endpoint import EndpointPolicy, completions_url
 from model.sampling_params import SamplingParams
+from tests.completions_server import CompletionsServer, completion
 
 LIST = '{"tool": "list_tables", "args": {}}'
 SUBMIT = '{"tool": "submit_sql", "args": {"sql": "SELECT COUNT(*) AS n FROM employees"}}'
-
-
-class CompletionsServer:
-    """Answers POST /v1/completions with the next scripted (status, body) and records every request."""
-
-    def __init__(self, responses: list[tuple[int, dict]]) -> None:
-        self.responses = list(responses)
-        self.requests: list[dict] = []
-        self.lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with outer.lock:
-                    outer.requests.append(
-                        {"path": self.path, "auth": self.headers.get("Authorization"), "body": body}
-                    )
-                    status, payload = outer.responses.pop(0)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> CompletionsServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def completion(
-    text: str, prompt_tokens: int, completion_tokens: int, finish: str = "stop"
-) -> tuple[int, dict]:
-    return 200, {
-        "id": "cmpl-1",
-        "object": "text_completion",
-        "choices": [{"index": 0, "text": text, "finish_reason": finish}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
-    }
 
 
 @pytest.mark.parametrize("suffix", ["", "/v1", "/v1/"])
