@@ -21,8 +21,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from dbtools.demo.cache import cache_dir
-from dbtools.engines.base import ColumnInfo, Database, ForeignKey, TableInfo
-from dbtools.errors import DatabaseToolError
+from dbtools.engines.base import ColumnInfo, Database, ForeignKey, TableInfo, closest_hint
+from dbtools.errors import DatabaseToolError, UnknownObjectError
 
 log = logging.getLogger(__name__)
 
@@ -333,14 +333,13 @@ class ValueIndex:
         """Columns holding `text`: exact, case-insensitive and substring matches (prefix matches for text
         under three characters); when none exist and `fuzzy` is set, values within a typo or two.
 
-        `table` and `column` narrow the search (case-insensitive names). Up to `limit` columns, best first,
-        each with up to `samples` matching values.
+        `table` and `column` narrow the search (case-insensitive names; unknown ones raise UnknownObjectError
+        naming the closest). Up to `limit` columns, best first, each with up to `samples` matching values.
         """
         text = text.strip()
         if not text:
             raise ValueError("give a non-empty value to search for")
-        if table is not None:
-            table = self.db.table(table).name  # UnknownObjectError names the closest tables
+        table, column = self._known_scope(table, column)
         self.ensure_fresh()
         folded = fold(text)
         found: dict[int, dict[str, tuple[str, float, int]]] = {}  # col_id -> value -> (type, score, rows)
@@ -402,6 +401,19 @@ class ValueIndex:
         matches = matches[:limit]
         self._add_links(matches)
         return matches
+
+    def _known_scope(self, table: str | None, column: str | None) -> tuple[str | None, str | None]:
+        """The table and column as the catalog spells them: a misspelled name must not read as "no match"."""
+        if table is not None:
+            info = self.db.table(table)
+            return info.name, None if column is None else info.column(column).name
+        if column is not None:
+            names = list(dict.fromkeys(c.name for t in self.db.tables() for c in t.columns))
+            if column.lower() not in {n.lower() for n in names}:
+                raise UnknownObjectError(
+                    f'no column "{column}" in any table' + closest_hint(column, names, "columns")
+                )
+        return None, column
 
     def _remember_catalog(self, catalog: list[TableInfo]) -> None:
         """Keep the schema, and the foreign keys pointing into each table, for the links of later lookups."""

@@ -54,7 +54,7 @@ class TableInfo:
         if found is None:
             raise UnknownObjectError(
                 f'no column "{name}" in table "{self.name}"'
-                + _closest_hint(name, [c.name for c in self.columns], "columns")
+                + closest_hint(name, [c.name for c in self.columns], "columns")
             )
         return found
 
@@ -112,7 +112,8 @@ def _lookup(by_name: dict, name: str) -> object | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def _closest_hint(name: str, candidates: Sequence[str], kind: str) -> str:
+def closest_hint(name: str, candidates: Sequence[str], kind: str) -> str:
+    """A suffix naming the candidates close to `name` ("; closest: a, b"), else how many `kind` exist."""
     by_lower = {c.lower(): c for c in candidates}
     close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.5)
     if not close:
@@ -281,7 +282,7 @@ class Database(ABC):
         found = _lookup(by_name, cleaned)
         if found is None:
             raise UnknownObjectError(
-                f'no table named "{name}"' + _closest_hint(cleaned, list(by_name), "tables")
+                f'no table named "{name}"' + closest_hint(cleaned, list(by_name), "tables")
             )
         return found
 

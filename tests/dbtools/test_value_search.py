@@ -118,6 +118,18 @@ def test_table_and_column_filters(index):
         index.search("DE", table="customer")
 
 
+def test_an_unknown_column_names_the_close_ones_instead_of_matching_nothing(index):
+    with pytest.raises(UnknownObjectError) as in_table:
+        index.search("DE", table="customers", column="country_cod")
+    assert str(in_table.value) == 'no column "country_cod" in table "customers"; closest: country_code'
+    with pytest.raises(UnknownObjectError) as anywhere:
+        index.search("DE", column="country_cod")
+    assert str(anywhere.value).startswith('no column "country_cod" in any table; closest: country_code')
+    assert {m.column for m in index.search("DE", table="customers", column="COUNTRY_CODE")} == {
+        "country_code"
+    }
+
+
 def test_short_text_matches_prefixes(index):
     matches = index.search("Ge", table="countries")
     assert "Germany" in matches[0].values

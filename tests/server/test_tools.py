@@ -144,6 +144,20 @@ async def test_search_values_finds_spellings_and_narrows(shop_server):
     assert unknown.is_error and "orders" in fenced_body(unknown.content[0].text)
 
 
+async def test_search_values_with_an_unknown_name_says_which_names_are_close(shop_server):
+    async with Client(shop_server) as client:
+        table = await client.call_tool("search_values", {"text": "London", "table": "custmers"})
+        described = await client.call_tool("describe_table", {"table": "custmers"})
+        column = await client.call_tool(
+            "search_values", {"text": "London", "table": "customers", "column": "cty"}
+        )
+    assert table.is_error and column.is_error
+    # The same closest-names error as describe_table's, not "0 columns hold values".
+    assert fenced_body(table.content[0].text) == fenced_body(described.content[0].text)
+    assert fenced_body(table.content[0].text) == 'no table named "custmers"; closest: customers'
+    assert fenced_body(column.content[0].text) == 'no column "cty" in table "customers"; closest: city'
+
+
 async def test_search_values_grounds_a_name_to_the_keys_that_reference_it(shop_server):
     async with Client(shop_server) as client:
         result = await client.call_tool("search_values", {"text": "Grace Hopper"})
