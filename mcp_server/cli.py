@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from tqdm import tqdm
 
 from dbtools.engines import Database, open_database
+from dbtools.engines.dsn import parse_dsn
 from dbtools.errors import DatabaseToolError
 from mcp_server.agent_errors import EndpointError, PolicyConfigError
 from mcp_server.host_config import HOSTS, host_snippet
@@ -151,6 +152,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(error))
     configure_logging(settings.log_level)
     if command == "config":
+        try:
+            # A host would start the server on a file that is not there; a server DSN is not dialled from here.
+            if settings.dsn and parse_dsn(settings.dsn).engine == "sqlite":
+                open_database(settings.dsn).close()
+        except DatabaseToolError as error:
+            parser.error(str(error))
         if namespace.target == "claude-desktop" and settings.transport == "http":
             log.warning("Claude Desktop starts local servers itself, over stdio: the snippet does that")
         print(host_snippet(namespace.target, settings, namespace.name))

@@ -30,6 +30,23 @@ def test_config_uses_flags_and_environment(sqlite_dsn):
     assert vscode["servers"]["sqlscout"] == {"type": "http", "url": "http://127.0.0.1:9100/mcp"}
 
 
+def test_config_refuses_a_sqlite_file_that_is_not_there(tmp_path):
+    done = run_cli("config", "vscode", "--dsn", "missing.sqlite")
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    assert (
+        f"error: no SQLite database at {PROJECT_ROOT / 'missing.sqlite'}: check the path in --dsn"
+        in done.stderr
+    )
+    folder = run_cli("config", "claude-code", "--dsn", str(tmp_path))
+    assert folder.returncode == 2 and f"{tmp_path} is a folder, not a SQLite database" in folder.stderr
+    # A server DSN is written as given: the host may reach servers that this machine cannot.
+    server = run_cli("config", "vscode", "--dsn", "postgresql://nobody@127.0.0.1:1/none")
+    assert server.returncode == 0, server.stderr
+    assert (
+        json.loads(server.stdout)["servers"]["sqlscout"]["args"][-1] == "postgresql://nobody@127.0.0.1:1/none"
+    )
+
+
 def test_setting_errors_are_reported_without_a_traceback():
     done = run_cli("--transport", "http", "--host", "0.0.0.0")
     assert done.returncode == 2
