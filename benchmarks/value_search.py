@@ -23,8 +23,8 @@ import psycopg
 from dbtools.demo import GENERATOR_VERSION, build_demo, cache_dir
 from dbtools.demo.postgres import load_postgres
 from dbtools.engines import Database, open_database
+from dbtools.throwaway_postgres import PostgresServer
 from dbtools.value_search import ValueIndex, fold, is_text_type
-from tests.postgres_server import PostgresServer
 
 log = logging.getLogger("benchmarks.value_search")
 

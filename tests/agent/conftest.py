@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from dbtools.engines import open_database
+from model.random_checkpoint import write_tokenizer_files
 from model.tokenizer import Tokenizer
-from tests.model.tiny_checkpoint import write_tokenizer_files
 
 SCHEMA = [
     "CREATE TABLE departments (id INTEGER PRIMARY KEY, name TEXT NOT NULL, city TEXT)",

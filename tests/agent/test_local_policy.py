@@ -13,8 +13,8 @@ from mcp_server.policies import local
 from mcp_server.policies.local import LocalPolicy
 from mcp_server.prompts import Prompts
 from model.engine import Engine
+from model.random_checkpoint import write_tiny_checkpoint
 from model.sampling_params import SamplingParams
-from tests.model.tiny_checkpoint import write_tiny_checkpoint
 
 ENDINGS = {"submit_sql", "answer", "forced_answer", "fallback", "no_sql"}
 BUDGET = 90

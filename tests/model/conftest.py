@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from model.engine import Engine
-from tests.model.tiny_checkpoint import build_tokenizer_json, write_tiny_checkpoint
+from model.random_checkpoint import build_tokenizer_json, write_tiny_checkpoint
 
 # Several shapes so that a wrong stride, head mapping or layer dispatch cannot pass by luck.
 VARIANTS = {

