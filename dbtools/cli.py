@@ -14,6 +14,7 @@ from dbtools.agent_tools import AgentToolbox
 from dbtools.engines import Database, QueryResult, open_database
 from dbtools.engines.base import cell_text
 from dbtools.errors import DatabaseToolError
+from dbtools.plural import counted
 from dbtools.schema_search import search_schema
 from dbtools.value_search import ValueIndex
 
@@ -215,17 +216,14 @@ def _render_match(match: object) -> str:
     data = match.to_dict()
     if "values" in data:
         where = f"{data['table']}.{data['column']}"
-        found = f"{data['match_type']}; {_count(data['matching_values'], 'value')} in {_count(data['matching_rows'], 'row')}"
+        values, rows = counted(data["matching_values"], "value"), counted(data["matching_rows"], "row")
+        found = f"{data['match_type']}; {values} in {rows}"
         return f"{where} ({found}): {', '.join(data['values'])}"
     where = (
         data["table"] if data["column"] is None else f"{data['table']}.{data['column']} {data['type'] or ''}"
     )
     comment = f" -- {data['comment']}" if data.get("comment") else ""
     return f"{where.strip()} ({data['kind']}; matched {', '.join(data['matched'])}){comment}"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _fail(message: str, as_json: bool) -> int:
@@ -238,6 +236,6 @@ def _fail(message: str, as_json: bool) -> int:
 def _render_query(result: QueryResult) -> str:
     lines = [" | ".join(result.columns)]
     lines += [" | ".join(cell_text(v) for v in row) for row in result.rows]
-    summary = f"({_count(result.row_count, 'row')}, {result.elapsed_ms:.1f} ms"
+    summary = f"({counted(result.row_count, 'row')}, {result.elapsed_ms:.1f} ms"
     lines.append(summary + (f"; truncated: {result.truncation})" if result.truncated else ")"))
     return "\n".join(lines)

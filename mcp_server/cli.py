@@ -13,6 +13,7 @@ from tqdm import tqdm
 from dbtools.engines import Database, open_database
 from dbtools.engines.dsn import parse_dsn
 from dbtools.errors import DatabaseToolError
+from dbtools.plural import counted
 from mcp_server.agent_errors import EndpointError, PolicyConfigError
 from mcp_server.host_config import HOSTS, host_snippet
 from mcp_server.http_transport import ListenError, listen_socket, serve_http
@@ -113,7 +114,7 @@ def ask(settings: Settings, db: Database, question: str, evidence: str | None, a
     def on_round(event) -> None:
         bar.total = event.max_rounds
         bar.update(event.round - bar.n)
-        bar.set_postfix_str(f"{len(event.calls)} tool calls")
+        bar.set_postfix_str(counted(len(event.calls), "tool call"))
 
     try:
         answer = runner.ask(question, evidence, on_round=on_round)
@@ -129,7 +130,8 @@ def ask(settings: Settings, db: Database, question: str, evidence: str | None, a
     if as_json:
         print(json.dumps(data, ensure_ascii=False, indent=2))
         return 0
-    print(f"-- {data['ending']}, {data['row_count']} rows" + (" (more exist)" if data["truncated"] else ""))
+    more = " (more exist)" if data["truncated"] else ""
+    print(f"-- {data['ending']}, {counted(data['row_count'], 'row')}{more}")
     print(data["sql"] or "(no SQL)")
     if data["error"]:
         print(f"error: {data['error']}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import inspect
 import json
 import logging
 import threading
@@ -10,16 +11,24 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
 
 from dbtools.engines import Database, QueryResult, TableInfo
-from dbtools.errors import DatabaseToolError
+from dbtools.errors import (
+    ConnectionFailedError,
+    DatabaseToolError,
+    QueryError,
+    QueryTimeoutError,
+    UnknownObjectError,
+    UnsafeQueryError,
+)
+from dbtools.plural import counted
 from dbtools.schema_search import search_schema
 from dbtools.value_search import ValueIndex
 from mcp_server.agent import RoundEvent
@@ -43,6 +52,14 @@ from mcp_server.untrusted import fence, render_rows
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "sqlscout"
+# What each kind of database error is, in words: the client reads these, not the classes' names.
+ERROR_SUMMARIES = (
+    (UnsafeQueryError, "Refused by the read-only policy:"),
+    (QueryTimeoutError, "Timed out:"),
+    (UnknownObjectError, "Not found:"),
+    (QueryError, "The database rejected the query:"),
+    (ConnectionFailedError, "The database cannot be reached:"),
+)
 # A count scans a whole table or runs a view's query: one listing spends at most this long counting, and
 # the tables it has no time left for show an unknown row count.
 COUNT_BUDGET_S = 3.0
@@ -67,13 +84,41 @@ def structured(model: BaseModel, summary: str, body: str) -> CallToolResult:
     )
 
 
+def error_summary(error: DatabaseToolError) -> str:
+    """What kind of failure a database error is, as the first line of the tool's error text."""
+    return next((text for kind, text in ERROR_SUMMARIES if isinstance(error, kind)), "Database error:")
+
+
 @contextmanager
 def database_errors() -> Iterator[None]:
     """Turn the database layer's errors into tool errors whose text (possibly echoing data) is fenced."""
     try:
         yield
     except DatabaseToolError as error:
-        raise ToolError(fence(f"{type(error).__name__}:", str(error))) from error
+        raise ToolError(fence(error_summary(error), str(error))) from error
+
+
+def argument_errors(tool: str, error: ValidationError) -> str:
+    """The arguments a tool refused, one clause each, without pydantic's model names and help links."""
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in e['loc']) or 'arguments'}: {e['msg']}" for e in error.errors()
+    )
+    return f"Error executing tool {tool}: invalid arguments: {problems}"
+
+
+class ScoutServer(MCPServer):
+    """The SDK's server, with argument errors reworded for the client."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            if isinstance(error.__cause__, ValidationError):
+                # The SDK logs a ValidationError cause by field names only: keep it as the cause.
+                raise ToolError(argument_errors(name, error.__cause__)) from error.__cause__
+            raise
 
 
 def row_count(db: Database, info: TableInfo, deadline: float | None = None) -> int | None:
@@ -93,8 +138,9 @@ def row_count(db: Database, info: TableInfo, deadline: float | None = None) -> i
 
 def value_match_line(match: ValueMatch) -> str:
     """One match as a line: where the value lives, how it is spelled, which keys lead to and from it."""
-    line = f"{match.table}.{match.column} ({match.match_type}, {match.matching_rows} rows): " + ", ".join(
-        repr(v) for v in match.values
+    line = (
+        f"{match.table}.{match.column} ({match.match_type}, {counted(match.matching_rows, 'row')}): "
+        + ", ".join(repr(v) for v in match.values)
     )
     if match.row_keys:
         line += "; row keys " + ", ".join(f"{k}={v!r}" for k, v in match.row_keys.items())
@@ -147,12 +193,14 @@ class ScoutTools:
             truncated=len(tables) > limit,
         )
         lines = [
-            f"{t.name} ({t.column_count} columns, {t.row_count if t.row_count is not None else '?'} rows)"
+            f"{t.name} ({counted(t.column_count, 'column')}, "
+            + (counted(t.row_count, "row") if t.row_count is not None else "? rows")
+            + ")"
             + (f": {t.description}" if t.description else "")
             for t in result.tables
         ]
         more = f"; showing {limit}, narrow with a pattern" if result.truncated else ""
-        return structured(result, f"{result.total} tables{more}.", "\n".join(lines))
+        return structured(result, f"{counted(result.total, 'table')}{more}.", "\n".join(lines))
 
     def describe_table(
         self,
@@ -210,7 +258,8 @@ class ScoutTools:
             + f" (matched: {', '.join(m.matched)})"
             for m in result.matches
         )
-        return structured(result, f"{len(result.matches)} tables and columns match.", body or "(none)")
+        found = counted(len(result.matches), "matching table or column", "matching tables and columns")
+        return structured(result, f"{found}.", body or "(none)")
 
     def search_values(
         self,
@@ -230,9 +279,8 @@ class ScoutTools:
                 raise ToolError(f"search_values: {error}") from error
         result = ValueMatches(text=text, matches=[m.to_dict() for m in matches])
         body = "\n".join(value_match_line(m) for m in result.matches)
-        return structured(
-            result, f"{len(result.matches)} columns hold values close to the text.", body or "(none)"
-        )
+        holding = counted(len(result.matches), "column holds", "columns hold")
+        return structured(result, f"{holding} values close to the text.", body or "(none)")
 
     def _value_index(self) -> ValueIndex:
         """The database's value index, opened on first use (building it reads every text column once)."""
@@ -269,7 +317,7 @@ class ScoutTools:
     def _rows_result(self, result: QueryResult) -> CallToolResult:
         rows = QueryRows.model_validate(result.to_dict())
         more = f"; {rows.truncation}" if rows.truncation else ""
-        summary = f"{rows.row_count} rows in {rows.elapsed_ms:.0f} ms{more}."
+        summary = f"{counted(rows.row_count, 'row')} in {rows.elapsed_ms:.0f} ms{more}."
         return structured(rows, summary, render_rows(rows.columns, rows.rows))
 
     async def ask_database(
@@ -288,7 +336,7 @@ class ScoutTools:
         def on_round(event: RoundEvent) -> None:
             if cancel.is_set():
                 return
-            message = f"round {event.round} of {event.max_rounds}: {len(event.calls)} tool calls"
+            message = f"round {event.round} of {event.max_rounds}: {counted(len(event.calls), 'tool call')}"
             try:
                 anyio.from_thread.run(ctx.report_progress, event.round, event.max_rounds, message)
             except Exception:
@@ -309,7 +357,7 @@ class ScoutTools:
             raise ToolError(fence("ask_database failed:", str(error))) from error
         result = ask_answer(question, answer.to_dict())
         more = ", more rows exist" if result.truncated else ""
-        summary = f"ask_database answer ({result.ending}): {result.row_count} rows{more}."
+        summary = f"ask_database answer ({result.ending}): {counted(result.row_count, 'row')}{more}."
         body = "\n\n".join(
             [
                 f"SQL:\n{result.sql or '(none)'}" + (f"\nerror: {result.error}" if result.error else ""),
@@ -323,11 +371,14 @@ class ScoutTools:
         """Markdown: one line per table with its row count and a one-line description."""
         with database_errors():
             tables = self.db.tables()
-        lines = [f"# Tables of {self.db.display_name} ({self.db.dialect}, {len(tables)} tables)", ""]
+        lines = [
+            f"# Tables of {self.db.display_name} ({self.db.dialect}, {counted(len(tables), 'table')})",
+            "",
+        ]
         deadline = time.monotonic() + COUNT_BUDGET_S
         for info in tables:
             rows = row_count(self.db, info, deadline)
-            count = f"{rows} rows" if rows is not None else "row count unknown"
+            count = counted(rows, "row") if rows is not None else "row count unknown"
             about = info.comment or "columns: " + ", ".join(c.name for c in info.columns[:8]) + (
                 ", ..." if len(info.columns) > 8 else ""
             )
@@ -351,7 +402,7 @@ def build_server(settings: Settings, db: Database, runner: ModelRunner | None = 
     """The MCP server for `settings` on `db`; `runner` (default: one for the settings' model) answers questions."""
     runner = runner or ModelRunner(settings, db)
     tools = ScoutTools(settings, db, runner)
-    server = MCPServer(
+    server = ScoutServer(
         SERVER_NAME,
         instructions=INSTRUCTIONS.format(name=db.display_name, dialect=db.dialect),
         log_level=settings.log_level,
@@ -365,7 +416,8 @@ def build_server(settings: Settings, db: Database, runner: ModelRunner | None = 
         tools.sample_rows,
         tools.run_query,
     ):
-        server.add_tool(tool, annotations=READ_ONLY)
+        # cleandoc: a docstring's continuation lines keep the source's indentation, which clients show as is.
+        server.add_tool(tool, description=inspect.cleandoc(tool.__doc__), annotations=READ_ONLY)
 
     @server.resource(
         OVERVIEW_URI,

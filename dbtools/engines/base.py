@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from dbtools.errors import QueryError, UnknownObjectError, UnparsableQueryError
+from dbtools.plural import counted
 from dbtools.safety import check_query
 
 logger = logging.getLogger(__name__)
@@ -139,7 +140,8 @@ class ResultCaps:
         """Keep `row` if it fits under the caps; False once the result must stop here."""
         if len(self.collected) >= self.max_rows:
             self.truncation = (
-                f"stopped at {self.max_rows} rows (row cap); add a LIMIT or a narrower WHERE to see the rest"
+                f"stopped at {counted(self.max_rows, 'row')} (row cap); "
+                "add a LIMIT or a narrower WHERE to see the rest"
             )
             return False
         separators = 3 * max(len(row) - 1, 0) + 1
@@ -147,7 +149,8 @@ class ResultCaps:
         if self.collected and self.chars + size > self.max_chars:
             cut = "; long values of the first row were cut to fit" if self.clipped else ""
             self.truncation = (
-                f"stopped after {len(self.collected)} rows at the {self.max_chars}-character cap{cut}; "
+                f"stopped after {counted(len(self.collected), 'row')} "
+                f"at the {self.max_chars}-character cap{cut}; "
                 "select fewer or shorter columns, or add a LIMIT"
             )
             return False

@@ -70,7 +70,7 @@ def test_a_single_row_over_the_character_cap_is_still_returned(dsn, open_db):
     result = db.query("SELECT body FROM big_text ORDER BY id")
     assert result.row_count == 1 and result.truncated
     output = AgentToolbox(db).call("run_query", {"sql": "SELECT body FROM big_text ORDER BY id"})
-    assert output.text.splitlines()[-1].startswith("... (stopped after 1 rows at the 100-character cap")
+    assert output.text.splitlines()[-1].startswith("... (stopped after 1 row at the 100-character cap")
 
 
 @pytest.mark.parametrize("expression", ["substr(body, 1, 1) || {huge}", "{huge}, {huge}"])

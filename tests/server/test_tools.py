@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import sqlite3
+
 import anyio
 import pytest
 from mcp import Client
@@ -194,7 +197,7 @@ async def test_run_query_results_caps_and_errors(shop_server):
     assert counted.structured_content["rows"] == [["pending", 6], ["shipped", 6]]
     assert capped.structured_content["rows"] == [[i] for i in range(1, 6)]
     assert capped.structured_content["truncated"] and "LIMIT" in capped.structured_content["truncation"]
-    assert write.is_error and "UnsafeQueryError" in write.content[0].text
+    assert write.is_error and "Refused by the read-only policy:" in write.content[0].text
     assert stacked.is_error
     assert invalid.is_error and "nosuchcolumn" in fenced_body(invalid.content[0].text)
     assert still_there.structured_content["rows"] == [[len(ORDERS)]]
@@ -212,7 +215,7 @@ async def test_a_slow_query_is_cancelled_at_the_timeout(shop_dsn):
                 },
             )
             after = await client.call_tool("run_query", {"sql": "SELECT 2 AS two"})
-    assert slow.is_error and "QueryTimeoutError" in slow.content[0].text
+    assert slow.is_error and "Timed out:" in slow.content[0].text
     assert after.structured_content["rows"] == [[2]]
 
 
@@ -255,3 +258,65 @@ async def test_many_concurrent_calls(shop_server):
     for i, result in results.items():
         expected = ORDERS[i % len(ORDERS)]
         assert result.structured_content["rows"] == [[expected[0], expected[3]]]
+
+
+async def test_descriptions_read_as_plain_text(shop_server):
+    async with Client(shop_server) as client:
+        tools = (await client.list_tools()).tools
+    for tool in tools:
+        # A docstring's indentation would reach the client as runs of spaces.
+        assert not re.search(r"(^|\n)\s", tool.description), tool.name
+
+
+async def test_errors_say_what_failed_in_words_not_class_names(shop_server):
+    async with Client(shop_server) as client:
+        failures = [
+            await client.call_tool("run_query", {"sql": "DELETE FROM orders"}),
+            await client.call_tool("run_query", {"sql": "SELECT nosuchcolumn FROM orders"}),
+            await client.call_tool("describe_table", {"table": "custmers"}),
+        ]
+    summaries = [f.content[0].text.splitlines()[0] for f in failures]
+    assert summaries == [
+        "Error executing tool run_query: Refused by the read-only policy:",
+        "Error executing tool run_query: The database rejected the query:",
+        "Error executing tool describe_table: Not found:",
+    ]
+    for failure in failures:
+        assert failure.is_error and not re.search(r"[A-Za-z]+Error\b", failure.content[0].text)
+
+
+async def test_argument_errors_name_the_argument_without_pydantic_links(shop_server):
+    async with Client(shop_server) as client:
+        wrong_type = await client.call_tool("sample_rows", {"table": "orders", "limit": "five"})
+        missing = await client.call_tool("run_query", {})
+        ok = await client.call_tool("run_query", {"sql": "SELECT 1 AS one"})
+    assert wrong_type.is_error and missing.is_error and not ok.is_error
+    assert wrong_type.content[0].text == (
+        "Error executing tool sample_rows: invalid arguments: "
+        "limit: Input should be a valid integer, unable to parse string as an integer"
+    )
+    assert missing.content[0].text == "Error executing tool run_query: invalid arguments: sql: Field required"
+
+
+async def test_counts_of_one_are_singular(tmp_path):
+    path = tmp_path / "one.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE city (name TEXT)")
+        conn.execute("INSERT INTO city VALUES ('Lisbon')")
+    with open_database(str(path)) as db:
+        async with Client(build_server(Settings(), db)) as client:
+            listing = (await client.call_tool("list_tables", {})).content[0].text
+            query = (await client.call_tool("run_query", {"sql": "SELECT name FROM city"})).content[0].text
+            capped = await client.call_tool(
+                "run_query", {"sql": "SELECT 1 UNION ALL SELECT 2", "max_rows": 1}
+            )
+            values = (await client.call_tool("search_values", {"text": "Lisbon"})).content[0].text
+            schema = (await client.call_tool("search_schema", {"keywords": "city"})).content[0].text
+            overview = (await client.read_resource("schema://overview")).contents[0].text
+    assert listing.startswith("1 table.\n") and fenced_body(listing) == "city (1 column, 1 row)"
+    assert query.startswith("1 row in ")
+    assert capped.structured_content["truncation"].startswith("stopped at 1 row (row cap)")
+    assert values.startswith("1 column holds values close to the text.\n")
+    assert "city.name (exact, 1 row): 'Lisbon'" in fenced_body(values)
+    assert schema.startswith("1 matching table or column.\n")
+    assert "(sqlite, 1 table)" in overview and "**city** (1 row)" in overview
