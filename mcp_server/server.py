@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import fnmatch
+import importlib.metadata
 import inspect
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
@@ -52,6 +55,7 @@ from mcp_server.untrusted import fence, render_rows
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "sqlscout"
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 # What each kind of database error is, in words: the client reads these, not the classes' names.
 ERROR_SUMMARIES = (
     (UnsafeQueryError, "Refused by the read-only policy:"),
@@ -104,6 +108,17 @@ def argument_errors(tool: str, error: ValidationError) -> str:
         f"{'.'.join(str(part) for part in e['loc']) or 'arguments'}: {e['msg']}" for e in error.errors()
     )
     return f"Error executing tool {tool}: invalid arguments: {problems}"
+
+
+def package_version() -> str:
+    """The installed package's version; from a source checkout that is not installed, pyproject.toml's."""
+    try:
+        return importlib.metadata.version(SERVER_NAME)
+    except importlib.metadata.PackageNotFoundError:
+        found = (
+            re.search(r'(?m)^version\s*=\s*"([^"]+)"', PYPROJECT.read_text()) if PYPROJECT.is_file() else None
+        )
+        return found.group(1) if found else "0+unknown"
 
 
 class ScoutServer(MCPServer):
@@ -405,6 +420,7 @@ def build_server(settings: Settings, db: Database, runner: ModelRunner | None = 
     server = ScoutServer(
         SERVER_NAME,
         instructions=INSTRUCTIONS.format(name=db.display_name, dialect=db.dialect),
+        version=package_version(),
         log_level=settings.log_level,
     )
     for tool in (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import sqlite3
 
@@ -320,3 +321,18 @@ async def test_counts_of_one_are_singular(tmp_path):
     assert "city.name (exact, 1 row): 'Lisbon'" in fenced_body(values)
     assert schema.startswith("1 matching table or column.\n")
     assert "(sqlite, 1 table)" in overview and "**city** (1 row)" in overview
+
+
+async def test_server_info_reports_the_package_version(shop_db, monkeypatch):
+    async with Client(build_server(Settings(), shop_db)) as client:
+        installed = client.server_info.version
+    assert installed == importlib.metadata.version("sqlscout")
+
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    # From a source checkout that is not installed, pyproject.toml (which the installed copy was built from)
+    # says the version.
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    async with Client(build_server(Settings(), shop_db)) as client:
+        assert client.server_info.version == installed != ""
