@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.datasets import load_questions
+from benchmarks.eval.datasets import load_questions
 from benchmarks.plots import RESULTS_DIR, grouped_bars, stacked_bars
 from dbtools.engines import open_database
 from mcp_server.agent import Agent, AgentConfig

@@ -3,7 +3,7 @@
 import pytest
 
 from benchmarks.agent_episode import _call, _turn, main, run_episode
-from benchmarks.datasets import load_questions
+from benchmarks.eval.datasets import load_questions
 from dbtools.engines import open_database
 from model.engine import Engine
 

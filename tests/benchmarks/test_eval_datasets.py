@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from benchmarks.datasets import load_questions
+from benchmarks.eval.datasets import load_questions
 from tests.benchmarks.dataset_files import (
     OTHER_SCHEMA,
     PHRASINGS,

@@ -1,6 +1,6 @@
 """Gold tables and literals are read from the gold SQL with sqlglot."""
 
-from benchmarks.eval_gold import gold_literals, gold_tables, literal_seen, table_key
+from benchmarks.eval.gold import gold_literals, gold_tables, literal_seen, table_key
 
 
 def test_gold_tables_exclude_ctes_and_normalise_names():

@@ -3,7 +3,7 @@
 import datetime as dt
 from decimal import Decimal
 
-from benchmarks.eval_scoring import normalise_value, results_match
+from benchmarks.eval.scoring import normalise_value, results_match
 
 
 def test_row_order_does_not_count():

@@ -5,8 +5,8 @@ import sqlite3
 
 import pytest
 
-from benchmarks.datasets import load_questions
-from benchmarks.evaluate import main
+from benchmarks.eval.datasets import load_questions
+from benchmarks.eval.evaluate import main
 from dbtools.engines import open_database
 from tests.benchmarks.dataset_files import (
     OTHER_SCHEMA,

@@ -58,7 +58,7 @@ def test_wheel_holds_what_an_installed_copy_runs_and_no_tests(wheel):
         metadata = Parser().parsestr(archive.read(metadata_name).decode())
         (license_name,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
         license_text = archive.read(license_name).decode()
-    assert "benchmarks/questions/demo.jsonl" in names
+    assert "benchmarks/eval/questions/demo.jsonl" in names
     assert "mcp_server/__main__.py" in names and "dbtools/demo/__init__.py" in names
     assert not [n for n in names if n.startswith("tests/")]
     assert license_text == (PROJECT_ROOT / "LICENSE").read_text()

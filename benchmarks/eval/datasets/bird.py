@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.datasets.question import EvalQuestion
+from benchmarks.eval.datasets.question import EvalQuestion
 
 
 def load_bird(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.datasets.question import EvalQuestion
-from benchmarks.datasets.records import read_records
+from benchmarks.eval.datasets.question import EvalQuestion
+from benchmarks.eval.datasets.records import read_records
 
 
 def load_plain(path: str | Path, *, limit: int | None = None) -> list[EvalQuestion]:

@@ -1,4 +1,4 @@
-"""Execution accuracy and episode behaviour of the agent over a question set: `python -m benchmarks.evaluate`.
+"""Execution accuracy and episode behaviour of the agent over a question set: `python -m benchmarks.eval`.
 
 Formats: `plain` (JSON lines of question, evidence, gold_sql, database, difficulty; default: the hand-written
 demo set), `sqale` (SQaLe question and schema records, parquet or JSON lines) and `bird` (BIRD's dev.json
@@ -20,16 +20,16 @@ from typing import Any
 
 from tqdm import tqdm
 
-from benchmarks.datasets import DEFAULT_PHRASING, FORMATS, EvalQuestion, load_questions
-from benchmarks.eval_episode import SCORING_MAX_CHARS, SCORING_MAX_ROWS, execute_for_scoring, score_episode
-from benchmarks.eval_policies import policy_source
-from benchmarks.eval_report import build_report, render_report
+from benchmarks.eval.datasets import DEFAULT_PHRASING, FORMATS, EvalQuestion, load_questions
+from benchmarks.eval.episode import SCORING_MAX_CHARS, SCORING_MAX_ROWS, execute_for_scoring, score_episode
+from benchmarks.eval.policies import policy_source
+from benchmarks.eval.report import build_report, render_report
 from dbtools.engines import Database, open_database
 from mcp_server.agent import Agent, AgentConfig
 from mcp_server.agent_errors import EndpointError
 from model.sampling_params import SamplingParams
 
-log = logging.getLogger("benchmarks.evaluate")
+log = logging.getLogger("benchmarks.eval")
 
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "sqlscout" / "sqale"
 
@@ -50,14 +50,14 @@ def _option(parser: argparse.ArgumentParser, flag: str, env: str, help: str, **k
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.evaluate", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.eval", description=__doc__.split("\n")[0])
     _option(parser, "--format", "EVAL_FORMAT", "question set format", choices=FORMATS, default="plain")
     _option(
         parser,
         "--questions",
         "EVAL_QUESTIONS",
         "question file: JSON lines (plain), SQaLe queries "
-        "(.parquet or .jsonl) or BIRD dev.json (default for plain: benchmarks/questions/demo.jsonl)",
+        "(.parquet or .jsonl) or BIRD dev.json (default for plain: benchmarks/eval/questions/demo.jsonl)",
     )
     _option(
         parser,
@@ -284,7 +284,3 @@ def main(argv: list[str] | None = None) -> int:
         episodes = write_outputs(args.out, report, records)
         print(f"report: {args.out}\nepisodes: {episodes}", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

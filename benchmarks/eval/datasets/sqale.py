@@ -6,9 +6,9 @@ import ast
 import json
 from pathlib import Path
 
-from benchmarks.datasets.question import EvalQuestion
-from benchmarks.datasets.records import json_field, read_records
-from benchmarks.datasets.sqale_build import sqale_database
+from benchmarks.eval.datasets.question import EvalQuestion
+from benchmarks.eval.datasets.records import json_field, read_records
+from benchmarks.eval.datasets.sqale_build import sqale_database
 
 DEFAULT_PHRASING = "verbose"
 

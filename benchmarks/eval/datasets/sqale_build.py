@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.datasets.records import json_field
+from benchmarks.eval.datasets.records import json_field
 
 log = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.datasets.bird import load_bird
-from benchmarks.datasets.plain import load_plain
-from benchmarks.datasets.question import EvalQuestion
-from benchmarks.datasets.sqale import DEFAULT_PHRASING, load_sqale
+from benchmarks.eval.datasets.bird import load_bird
+from benchmarks.eval.datasets.plain import load_plain
+from benchmarks.eval.datasets.question import EvalQuestion
+from benchmarks.eval.datasets.sqale import DEFAULT_PHRASING, load_sqale
 
 FORMATS = ("plain", "sqale", "bird")
 DEMO_QUESTIONS = Path(__file__).resolve().parent.parent / "questions" / "demo.jsonl"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.datasets import EvalQuestion
-from benchmarks.eval_gold import gold_literals, gold_tables, literal_seen, table_key
-from benchmarks.eval_scoring import results_match
+from benchmarks.eval.datasets import EvalQuestion
+from benchmarks.eval.gold import gold_literals, gold_tables, literal_seen, table_key
+from benchmarks.eval.scoring import results_match
 from dbtools.engines.base import Database
 from dbtools.errors import DatabaseToolError
 

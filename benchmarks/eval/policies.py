@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.datasets import EvalQuestion
-from benchmarks.datasets.records import read_records
+from benchmarks.eval.datasets import EvalQuestion
+from benchmarks.eval.datasets.records import read_records
 from mcp_server.policies import Policy, build_policy
 
 

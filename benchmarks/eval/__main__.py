@@ -1,0 +1,5 @@
+import sys
+
+from benchmarks.eval.evaluate import main
+
+sys.exit(main())
