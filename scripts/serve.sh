@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh
-install_sqlscout local "about 2.5 GB with the CUDA build of PyTorch on Linux; usually 2-5 minutes"
+install_sqlscout local "about 5 GB with the CUDA build of PyTorch on Linux; usually 5-10 minutes"
 exec .venv/bin/python -m mcp_server "$@"

@@ -12,7 +12,7 @@ if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
 fi
 
 source scripts/venv.sh
-install_sqlscout "local,test" "about 3 GB with the CUDA build of PyTorch on Linux; usually 3-6 minutes"
+install_sqlscout "local,test" "about 5 GB with the CUDA build of PyTorch on Linux; usually 5-10 minutes"
 python -m ruff check .
 python -m ruff format --check .
 python -m pytest "$@"
