@@ -20,7 +20,8 @@ from pathlib import Path
 
 import psycopg
 
-from dbtools.demo import GENERATOR_VERSION, build_demo, cache_dir
+from dbtools.cache import cache_dir
+from dbtools.demo import GENERATOR_VERSION, build_demo
 from dbtools.demo.postgres import load_postgres
 from dbtools.engines import Database, open_database
 from dbtools.throwaway_postgres import PostgresServer

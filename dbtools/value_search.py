@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from dbtools.demo.cache import cache_dir
+from dbtools.cache import cache_dir
 from dbtools.engines.base import ColumnInfo, Database, ForeignKey, TableInfo, closest_hint
 from dbtools.errors import DatabaseToolError, UnknownObjectError
 

@@ -1,4 +1,4 @@
-"""The user cache directory, and the bundled demo database built into it on first use."""
+"""The default demo database, built into the user cache directory on first use and kept there."""
 
 from __future__ import annotations
 
@@ -7,25 +7,12 @@ import os
 import tempfile
 from pathlib import Path
 
+from dbtools.cache import cache_dir
 from dbtools.demo.build import GENERATOR_VERSION, build_demo
-from dbtools.errors import DatabaseToolError
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SEED = 0
-
-
-def cache_dir() -> Path:
-    """`$SQLSCOUT_CACHE_DIR`, else `~/.cache/sqlscout`; created when missing."""
-    path = Path(os.environ.get("SQLSCOUT_CACHE_DIR") or Path.home() / ".cache" / "sqlscout").expanduser()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise DatabaseToolError(
-            f"cannot create the cache directory {path}: {error.strerror}; "
-            "point SQLSCOUT_CACHE_DIR at a writable folder"
-        ) from error
-    return path
 
 
 def default_demo_path() -> Path:
