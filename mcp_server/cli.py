@@ -20,6 +20,7 @@ from mcp_server.http_transport import ListenError, listen_socket, serve_http
 from mcp_server.model_runner import ModelLoadError, ModelRunner
 from mcp_server.server import build_server
 from mcp_server.settings import OPTIONS, Settings, SettingsError
+from mcp_server.stdio_transport import serve_stdio
 from mcp_server.terminal_table import format_table
 
 log = logging.getLogger("sqlscout")
@@ -102,7 +103,7 @@ def serve(settings: Settings, db: Database) -> int:
     if settings.transport == "http":
         serve_http(server, settings, sock)
     else:
-        server.run("stdio")
+        serve_stdio(server)
     return 0
 
 
