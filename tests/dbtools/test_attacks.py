@@ -1,9 +1,17 @@
-"""The attack suite: every family of write, escape and abuse is refused, and the database is provably unchanged."""
+"""The attack suite: every family of write, escape and abuse is refused, the database is provably unchanged,
+and no attack leaves a file where it aimed one."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
+import psycopg
+import psycopg.conninfo
 import pytest
 
 import dbtools.engines.base
@@ -60,7 +68,7 @@ ATTACKS = {
         "SELECT pg_read_file('/etc/passwd')",
         "SELECT pg_read_binary_file('/etc/passwd')",
         "SELECT pg_ls_dir('.')",
-        "SELECT lo_export(1, '/tmp/sqlscout-pwned')",
+        "SELECT lo_export({lo}, '{dir}/lo-export')",
         "SELECT lo_import('/etc/passwd')",
         "SELECT * FROM dblink('host=127.0.0.1', 'DELETE FROM users') AS t(a TEXT)",
         "SELECT set_config('default_transaction_read_only', 'off', false)",
@@ -69,8 +77,8 @@ ATTACKS = {
         "SELECT query_to_xml('DELETE FROM users', true, true, '')",
         "SELECT pg_terminate_backend(pg_backend_pid())",
         "SELECT name FROM users WHERE id = (SELECT pg_sleep(5))::int",
-        "SELECT load_extension('/tmp/evil')",
-        "SELECT writefile('/tmp/sqlscout-pwned', 'x')",
+        "SELECT load_extension('{dir}/evil')",
+        "SELECT writefile('{dir}/writefile', 'x')",
     ],
     "settings": [
         "SET default_transaction_read_only = off",
@@ -81,9 +89,11 @@ ATTACKS = {
     ],
     "transaction control": ["BEGIN", "COMMIT", "ROLLBACK", "START TRANSACTION READ WRITE", "END"],
     "COPY": [
-        "COPY users TO PROGRAM 'touch /tmp/sqlscout-pwned'",
-        "COPY (SELECT * FROM users) TO '/tmp/sqlscout-pwned.csv'",
-        "COPY users FROM PROGRAM 'echo 1'",
+        "COPY users TO PROGRAM 'touch {dir}/copy-to-program'",
+        "COPY (SELECT * FROM users) TO '{dir}/copy-query.csv'",
+        "COPY users TO '{dir}/copy-table.csv'",
+        "COPY users FROM PROGRAM 'touch {dir}/copy-from-program'",
+        "DO $$ BEGIN EXECUTE 'COPY users TO PROGRAM ''touch {dir}/do-copy'''; END $$",
     ],
     "server commands": [
         "EXPLAIN ANALYZE DELETE FROM users",
@@ -134,24 +144,106 @@ def before(dsn, engine) -> dict[str, str]:
     return snapshot(dsn, engine)
 
 
+@pytest.fixture(scope="module")
+def postgres_reader_dsn(postgres_dsn) -> Iterator[str]:
+    """The fixture database through a role that may only connect, use its schemas and SELECT their tables:
+    the boundary the security notes rely on once the parser check is gone."""
+    role = f"attack_reader_{uuid.uuid4().hex[:10]}"
+    password = uuid.uuid4().hex
+    database = psycopg.conninfo.conninfo_to_dict(postgres_dsn)["dbname"]
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN NOSUPERUSER NOINHERIT PASSWORD '{password}'")
+        # PUBLIC keeps CONNECT (other tests' roles need it) but loses TEMP, so the role has nothing more.
+        conn.execute(f'REVOKE TEMPORARY ON DATABASE "{database}" FROM PUBLIC')
+        conn.execute(f'GRANT CONNECT ON DATABASE "{database}" TO {role}')
+        for schema in ("public", "sales"):
+            conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+            conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}")
+        privileges = conn.execute(
+            "SELECT rolsuper, has_database_privilege(%s, current_database(), 'CREATE'), "
+            "has_database_privilege(%s, current_database(), 'TEMP'), "
+            "has_schema_privilege(%s, 'public', 'CREATE'), pg_has_role(%s, 'pg_write_server_files', 'USAGE'), "
+            "pg_has_role(%s, 'pg_execute_server_program', 'USAGE') FROM pg_roles WHERE rolname = %s",
+            (role,) * 6,
+        ).fetchone()
+    assert privileges == (False, False, False, False, False, False)
+    try:
+        yield psycopg.conninfo.make_conninfo(postgres_dsn, user=role, password=password)
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
+
+
+@pytest.fixture(scope="module")
+def postgres_large_object(postgres_dsn) -> int:
+    """A large object the lo_export attack can name: with none, lo_export fails before writing anything."""
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        return conn.execute("SELECT lo_from_bytea(0, 'secret')").fetchone()[0]
+
+
+@pytest.fixture
+def aim(engine, dsn, request) -> Iterator[tuple[Path, Callable[[str], str]]]:
+    """An empty folder the database server can write to, and a function pointing an attack's files into it.
+
+    The server runs as its own OS user (postgres): the folder is world-writable, and a COPY run directly as
+    the superuser proves that a file written there by the server would show up.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="sqlscout-attack-"))
+    folder.chmod(0o777)
+    large_object = 0
+    try:
+        if engine == "postgres":
+            large_object = request.getfixturevalue("postgres_large_object")
+            probe = folder / "probe.csv"
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(f"COPY (SELECT 1) TO '{probe}'")
+            assert probe.read_text() == "1\n", f"the PostgreSQL server cannot write into {folder}"
+            probe.unlink()
+
+        def aimed(sql: str) -> str:
+            return sql.replace("{dir}", str(folder)).replace("{lo}", str(large_object))
+
+        yield folder, aimed
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def reader_db(engine, dsn, request):
+    """SQLite read-only as ever; PostgreSQL as the SELECT-only role rather than the superuser."""
+    target = request.getfixturevalue("postgres_reader_dsn") if engine == "postgres" else dsn
+    database = open_database(target, timeout_s=1.0)
+    yield database
+    database.close()
+
+
 @pytest.mark.parametrize("sql", ALL_ATTACKS)
-def test_attack_is_refused_and_nothing_changes(db, dsn, engine, before, sql):
+def test_attack_is_refused_and_nothing_changes(db, dsn, engine, before, aim, sql):
+    """Through the parser check even the superuser (whom READ ONLY does not stop from writing files) does nothing."""
+    folder, aimed = aim
     with pytest.raises(DatabaseToolError) as refused:
-        db.query(sql)
+        db.query(aimed(sql))
     assert str(refused.value)
-    output = AgentToolbox(db).call("run_query", {"sql": sql})
+    output = AgentToolbox(db).call("run_query", {"sql": aimed(sql)})
     assert output.error is not None
+    assert os.listdir(folder) == []
     assert snapshot(dsn, engine) == before
 
 
 @pytest.mark.parametrize("sql", ALL_ATTACKS)
-def test_the_engine_refuses_writes_even_without_the_parser_check(db, dsn, engine, before, sql, monkeypatch):
-    """Defence in depth: with the allowlist switched off, the read-only engine still changes nothing."""
+def test_the_engine_refuses_writes_even_without_the_parser_check(
+    reader_db, dsn, engine, before, aim, sql, monkeypatch
+):
+    """Defence in depth: with the allowlist switched off, the read-only engine under a SELECT-only role
+    changes no table and writes no file."""
+    folder, aimed = aim
     monkeypatch.setattr(dbtools.engines.base, "check_query", lambda sql, dialect: None)
     try:
-        db.query(sql)
+        reader_db.query(aimed(sql))
     except DatabaseToolError:
         pass
+    assert os.listdir(folder) == []
     assert snapshot(dsn, engine) == before
 
 
