@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -20,6 +21,7 @@ from mcp_server.http_transport import ListenError, listen_socket, serve_http
 from mcp_server.model_runner import ModelLoadError, ModelRunner
 from mcp_server.server import build_server
 from mcp_server.settings import OPTIONS, Settings, SettingsError
+from mcp_server.shell_quoting import SHELLS, default_shell
 from mcp_server.stdio_transport import serve_stdio
 from mcp_server.terminal_table import format_table
 
@@ -47,6 +49,14 @@ def add_settings_options(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def shell_name(text: str) -> str:
+    if text not in SHELLS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not one of {', '.join(SHELLS)} (--shell, or SQLSCOUT_CONFIG_SHELL)"
+        )
+    return text
+
+
 def build_parser(command: str) -> argparse.ArgumentParser:
     """The parser of one command: serve (no command word), ask or config."""
     formatter = argparse.RawDescriptionHelpFormatter
@@ -68,7 +78,18 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         )
         parser.add_argument("target", choices=HOSTS, help="the MCP host to configure")
         parser.add_argument(
-            "--name", default="sqlscout", help="the server's name in the host (default sqlscout)"
+            "--name",
+            default=os.environ.get("SQLSCOUT_CONFIG_NAME") or "sqlscout",
+            help="the server's name in the host (default sqlscout) [SQLSCOUT_CONFIG_NAME]",
+        )
+        parser.add_argument(
+            "--shell",
+            type=shell_name,
+            choices=SHELLS,
+            # A text default goes through `type`, which checks a value from the environment as well.
+            default=os.environ.get("SQLSCOUT_CONFIG_SHELL") or default_shell(),
+            help=f"the shell claude-code's command is quoted for (default here {default_shell()}) "
+            "[SQLSCOUT_CONFIG_SHELL]",
         )
     else:
         parser = argparse.ArgumentParser(
@@ -163,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(str(error))
         if namespace.target == "claude-desktop" and settings.transport == "http":
             log.warning("Claude Desktop starts local servers itself, over stdio: the snippet does that")
-        print(host_snippet(namespace.target, settings, namespace.name))
+        print(host_snippet(namespace.target, settings, namespace.name, namespace.shell))
         return 0
     try:
         db = open_database(settings.dsn, timeout_s=settings.timeout, max_rows=settings.max_rows)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import shlex
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from mcp_server.settings import OPTIONS, Settings
+from mcp_server.shell_quoting import default_shell, join_command
 
 HOSTS = ("claude-desktop", "vscode", "claude-code")
 HTTP_ONLY_FIELDS = ("transport", "host", "port", "token", "allowed_origins")
@@ -97,21 +97,23 @@ def vscode(settings: Settings, name: str) -> str:
     return json.dumps({"servers": {name: entry}}, indent=2)
 
 
-def claude_code(settings: Settings, name: str) -> str:
-    """A `claude mcp add` command line."""
+def claude_code(settings: Settings, name: str, shell: str) -> str:
+    """A `claude mcp add` command line, quoted for `shell`."""
     if settings.transport == "http":
         words = ["claude", "mcp", "add", "--transport", "http", name, http_url(settings)]
         for key, value in http_headers(settings).items():
             words += ["--header", f"{key}: {value}"]
-        return shlex.join(words)
+        return join_command(words, shell)
     command, args, env = stdio_launch(settings)
     words = ["claude", "mcp", "add", name]
     for key, value in env.items():
         words += ["--env", f"{key}={value}"]
-    return shlex.join([*words, "--", command, *args])
+    return join_command([*words, "--", command, *args], shell)
 
 
-def host_snippet(host: str, settings: Settings, name: str = "sqlscout") -> str:
-    """The snippet for one of HOSTS."""
-    render = {"claude-desktop": claude_desktop, "vscode": vscode, "claude-code": claude_code}[host]
+def host_snippet(host: str, settings: Settings, name: str = "sqlscout", shell: str | None = None) -> str:
+    """The snippet for one of HOSTS; `shell` (default: this platform's) quotes Claude Code's command."""
+    if host == "claude-code":
+        return claude_code(settings, name, shell or default_shell())
+    render = {"claude-desktop": claude_desktop, "vscode": vscode}[host]
     return render(settings, name)

@@ -47,6 +47,12 @@ def test_config_refuses_a_sqlite_file_that_is_not_there(tmp_path):
     )
 
 
+def test_an_unknown_shell_in_the_environment_is_a_usage_error():
+    done = run_cli("config", "claude-code", SQLSCOUT_CONFIG_SHELL="fish")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "'fish' is not one of posix, powershell, cmd (--shell, or SQLSCOUT_CONFIG_SHELL)" in done.stderr
+
+
 def test_setting_errors_are_reported_without_a_traceback():
     done = run_cli("--transport", "http", "--host", "0.0.0.0")
     assert done.returncode == 2

@@ -7,8 +7,13 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
+
+from mcp_server import host_config
 from mcp_server.host_config import absolute_dsn, host_snippet
 from mcp_server.settings import Settings
+
+USER_PYTHON_ON_WINDOWS = r"C:\Users\Ada Lovelace\AppData\Local\Programs\Python\Python311\python.exe"
 
 
 def test_claude_desktop_runs_this_python_with_absolute_paths(tmp_path, monkeypatch):
@@ -62,3 +67,29 @@ def test_absolute_dsn_leaves_server_dsns_alone(tmp_path, monkeypatch):
     assert absolute_dsn("sqlite:///data/x.db") == "sqlite:///" + str(Path(tmp_path, "data/x.db"))
     assert absolute_dsn("postgresql://u@h/db") == "postgresql://u@h/db"
     assert absolute_dsn("host=h dbname=d") == "host=h dbname=d"
+
+
+@pytest.fixture
+def on_windows(monkeypatch):
+    """This process as seen on a Windows machine with sqlscout installed in a per-user Python."""
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setattr(sys, "executable", USER_PYTHON_ON_WINDOWS)
+    monkeypatch.setattr(host_config, "_installed", lambda: True)
+
+
+def test_claude_code_on_windows_is_quoted_for_powershell_or_cmd(on_windows):
+    settings = Settings(dsn="postgresql://reader:it's$100%@db/sales", max_rows=50)
+    assert host_snippet("claude-code", settings, "shop") == (
+        "claude mcp add shop --env 'SQLSCOUT_DSN=postgresql://reader:it''s$100%@db/sales' "
+        f"'--' '{USER_PYTHON_ON_WINDOWS}' -m mcp_server --max-rows '50'"
+    )
+    assert host_snippet("claude-code", settings, "shop", shell="cmd") == (
+        'claude mcp add shop --env "SQLSCOUT_DSN=postgresql://reader:it\'s$100"^%"@db/sales" '
+        f'-- "{USER_PYTHON_ON_WINDOWS}" -m mcp_server --max-rows 50'
+    )
+
+
+def test_json_snippets_escape_a_windows_interpreter_path(on_windows):
+    text = host_snippet("vscode", Settings())
+    assert '"command": "C:\\\\Users\\\\Ada Lovelace\\\\AppData' in text
+    assert json.loads(text)["servers"]["sqlscout"]["command"] == USER_PYTHON_ON_WINDOWS
