@@ -16,7 +16,7 @@ from dbtools.engines.dsn import parse_dsn
 from dbtools.errors import DatabaseToolError
 from dbtools.plural import counted
 from mcp_server.agent_errors import EndpointError, PolicyConfigError
-from mcp_server.host_config import HOSTS, host_snippet
+from mcp_server.host_config import HOSTS, host_instructions, host_snippet
 from mcp_server.http_transport import ListenError, listen_socket, serve_http
 from mcp_server.model_runner import ModelLoadError, ModelRunner
 from mcp_server.server import build_server
@@ -184,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(str(error))
         if namespace.target == "claude-desktop" and settings.transport == "http":
             log.warning("Claude Desktop starts local servers itself, over stdio: the snippet does that")
+        # Only the snippet goes to stdout, so that it can be piped into a file or a shell.
+        print(host_instructions(namespace.target, settings, namespace.shell), file=sys.stderr)
         print(host_snippet(namespace.target, settings, namespace.name, namespace.shell))
         return 0
     try:

@@ -9,11 +9,23 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from mcp_server.settings import OPTIONS, Settings
-from mcp_server.shell_quoting import default_shell, join_command
+from mcp_server.shell_quoting import SHELL_NAMES, SHELLS, default_shell, join_command
 
 HOSTS = ("claude-desktop", "vscode", "claude-code")
 HTTP_ONLY_FIELDS = ("transport", "host", "port", "token", "allowed_origins")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+HOST_NAMES = {"claude-desktop": "Claude Desktop", "vscode": "VS Code", "claude-code": "Claude Code"}
+CLAUDE_DESKTOP_CONFIG = {
+    "macOS": "~/Library/Application Support/Claude/claude_desktop_config.json",
+    "Windows": r"%APPDATA%\Claude\claude_desktop_config.json",
+    "Linux": "~/.config/Claude/claude_desktop_config.json",
+}
+# The user profile's mcp.json, for the default profile ("MCP: Open User Configuration" finds any profile's).
+VSCODE_USER_CONFIG = {
+    "macOS": "~/Library/Application Support/Code/User/mcp.json",
+    "Windows": r"%APPDATA%\Code\User\mcp.json",
+    "Linux": "~/.config/Code/User/mcp.json",
+}
 
 
 def absolute_dsn(dsn: str) -> str:
@@ -117,3 +129,42 @@ def host_snippet(host: str, settings: Settings, name: str = "sqlscout", shell: s
         return claude_code(settings, name, shell or default_shell())
     render = {"claude-desktop": claude_desktop, "vscode": vscode}[host]
     return render(settings, name)
+
+
+def host_instructions(host: str, settings: Settings, shell: str | None = None) -> str:
+    """Where the snippet for `host` goes on each platform, and on which machine to make it (for stderr)."""
+    if host == "claude-desktop":
+        where = [
+            'Merge "mcpServers" into Claude Desktop\'s claude_desktop_config.json '
+            "(Settings > Developer > Edit Config opens it), then restart Claude Desktop:",
+            *_per_platform(CLAUDE_DESKTOP_CONFIG),
+        ]
+    elif host == "vscode":
+        where = [
+            'Merge "servers" into .vscode/mcp.json in the workspace, or into your user profile\'s mcp.json '
+            '(command "MCP: Open User Configuration"), for the default profile:',
+            *_per_platform(VSCODE_USER_CONFIG),
+        ]
+    else:
+        where = [
+            f"Run this in {SHELL_NAMES[shell or default_shell()]}; --shell {'|'.join(SHELLS)} quotes it for another.",
+            "It adds the server to the current project, for you only: add --scope user after `claude mcp add` "
+            "for all your projects, or --scope project to share it through the project's .mcp.json.",
+        ]
+    return "\n".join([*where, _which_machine(host, settings)])
+
+
+def _per_platform(paths: dict[str, str]) -> list[str]:
+    return [f"  {platform + ':':9}{path}" for platform, path in paths.items()]
+
+
+def _which_machine(host: str, settings: Settings) -> str:
+    if settings.transport == "http" and host != "claude-desktop":
+        return (
+            f"{HOST_NAMES[host]} connects to {http_url(settings)} from the machine it runs on: start the server "
+            "that address reaches with these options (python -m mcp_server --transport http ...)."
+        )
+    return (
+        f"The Python interpreter ({sys.executable}) and the paths in it are this machine's: run this config "
+        f"command on the machine {HOST_NAMES[host]} runs on, with the Python that has sqlscout there."
+    )

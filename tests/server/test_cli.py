@@ -47,6 +47,19 @@ def test_config_refuses_a_sqlite_file_that_is_not_there(tmp_path):
     )
 
 
+def test_config_keeps_stdout_for_the_snippet_and_says_where_it_goes_on_stderr():
+    desktop = run_cli("config", "claude-desktop")
+    assert desktop.returncode == 0, desktop.stderr
+    assert "mcpServers" in json.loads(desktop.stdout)  # nothing but the JSON: it can be piped
+    assert r"%APPDATA%\Claude\claude_desktop_config.json" in desktop.stderr
+    code = run_cli(
+        "config", "claude-code", "--shell", "cmd", SQLSCOUT_CONFIG_NAME="shop", SQLSCOUT_CONFIG_SHELL="posix"
+    )
+    assert code.returncode == 0, code.stderr
+    assert code.stdout.startswith("claude mcp add shop -- ") and code.stdout.count("\n") == 1
+    assert "Run this in cmd.exe" in code.stderr  # the flag wins over the variable
+
+
 def test_an_unknown_shell_in_the_environment_is_a_usage_error():
     done = run_cli("config", "claude-code", SQLSCOUT_CONFIG_SHELL="fish")
     assert done.returncode == 2 and "Traceback" not in done.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mcp_server import host_config
-from mcp_server.host_config import absolute_dsn, host_snippet
+from mcp_server.host_config import absolute_dsn, host_instructions, host_snippet
 from mcp_server.settings import Settings
 
 USER_PYTHON_ON_WINDOWS = r"C:\Users\Ada Lovelace\AppData\Local\Programs\Python\Python311\python.exe"
@@ -93,3 +93,17 @@ def test_json_snippets_escape_a_windows_interpreter_path(on_windows):
     text = host_snippet("vscode", Settings())
     assert '"command": "C:\\\\Users\\\\Ada Lovelace\\\\AppData' in text
     assert json.loads(text)["servers"]["sqlscout"]["command"] == USER_PYTHON_ON_WINDOWS
+
+
+def test_instructions_say_where_the_snippet_goes_and_on_which_machine():
+    desktop = host_instructions("claude-desktop", Settings())
+    assert "~/Library/Application Support/Claude/claude_desktop_config.json" in desktop
+    assert r"%APPDATA%\Claude\claude_desktop_config.json" in desktop
+    assert "~/.config/Claude/claude_desktop_config.json" in desktop
+    assert f"({sys.executable})" in desktop and "on the machine Claude Desktop runs on" in desktop
+    vscode = host_instructions("vscode", Settings())
+    assert ".vscode/mcp.json" in vscode and '"MCP: Open User Configuration"' in vscode
+    code = host_instructions("claude-code", Settings(), "powershell")
+    assert "Run this in PowerShell" in code and "--scope user" in code and "--scope project" in code
+    over_http = host_instructions("claude-code", Settings(transport="http", port=8123))
+    assert "connects to http://127.0.0.1:8123/mcp" in over_http
