@@ -26,9 +26,9 @@ from benchmarks.eval.datasets import load_questions
 from benchmarks.plots import RESULTS_DIR, grouped_bars, stacked_bars
 from dbtools.engines import open_database
 from mcp_server.agent import Agent, AgentConfig
-from mcp_server.chat_format import END_OF_TURN, ChatFormat
-from mcp_server.policies.base import Completion
-from mcp_server.prompts import Prompts
+from mcp_server.agent.chat_format import END_OF_TURN, ChatFormat
+from mcp_server.agent.policies.base import Completion
+from mcp_server.agent.prompts import Prompts
 from model.engine import Engine
 from model.errors import ModelDirectoryError
 from model.sampling_params import SamplingParams

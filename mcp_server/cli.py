@@ -15,7 +15,7 @@ from dbtools.engines import Database, open_database
 from dbtools.engines.dsn import parse_dsn
 from dbtools.errors import DatabaseToolError
 from dbtools.plural import counted
-from mcp_server.agent_errors import EndpointError, PolicyConfigError
+from mcp_server.agent.errors import EndpointError, PolicyConfigError
 from mcp_server.host_config import HOSTS, host_instructions, host_snippet
 from mcp_server.http_transport import ListenError, listen_socket, serve_http
 from mcp_server.model_runner import ModelLoadError, ModelRunner

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from dbtools.engines import Database
 from mcp_server.agent import Agent, AgentAnswer, AgentConfig, RoundEvent
-from mcp_server.agent_errors import PolicyConfigError
-from mcp_server.policies import MODEL_SETUP_HINT, Policy, build_policy
+from mcp_server.agent.errors import PolicyConfigError
+from mcp_server.agent.policies import MODEL_SETUP_HINT, Policy, build_policy
 from mcp_server.settings import Settings
 from model.sampling_params import SamplingParams
 

@@ -35,7 +35,7 @@ from dbtools.plural import counted
 from dbtools.schema_search import search_schema
 from dbtools.value_search import ValueIndex
 from mcp_server.agent import RoundEvent
-from mcp_server.agent_errors import AgentCancelled, PolicyConfigError
+from mcp_server.agent.errors import AgentCancelled, PolicyConfigError
 from mcp_server.model_runner import ModelLoadError, ModelRunner, QuestionCancelledError
 from mcp_server.server_models import (
     AskAnswer,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from mcp_server.agent.episode import EpisodeLimits
 from model.errors import DOWNLOAD_HINT, missing_local_engine, no_config_message
 
 ENV_PREFIX = "SQLSCOUT_"
@@ -90,7 +91,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "token_budget",
-        "tokens per episode, prompt and replies together (default 12288, as trained)",
+        f"tokens per episode, prompt and replies together (default {EpisodeLimits.token_budget}, as trained)",
         parse=int,
         metavar="TOKENS",
     ),
@@ -136,7 +137,7 @@ class Settings:
     timeout: float = 10.0
     device: str | None = None
     samples: int = 1
-    token_budget: int = 12288
+    token_budget: int = EpisodeLimits.token_budget
     temperature: float = 0.6
     top_p: float = 0.95
     top_k: int = 20

@@ -1,5 +1,5 @@
-"""The packages' imports flow one way (kernels <- model <- mcp_server -> dbtools), and nothing shipped imports
-the test tree: an installed copy has no tests/."""
+"""The packages' imports flow one way (kernels <- model <- mcp_server -> dbtools), the agent knows nothing of
+the MCP server around it, and nothing shipped imports the test tree: an installed copy has no tests/."""
 
 from __future__ import annotations
 
@@ -39,6 +39,15 @@ def test_imports_flow_one_way_and_never_into_tests():
                 root = name.split(".")[0]
                 if root == "tests" or (root in PACKAGES and root != package and root not in ALLOWED[package]):
                     wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert wrong == []
+
+
+def test_the_agent_imports_nothing_from_the_server_side():
+    wrong = []
+    for path in sorted((ROOT / "mcp_server" / "agent").rglob("*.py")):
+        for name in imported_roots(path):
+            if name.startswith("mcp_server") and not name.startswith("mcp_server.agent"):
+                wrong.append(f"{path.relative_to(ROOT)} imports {name}")
     assert wrong == []
 
 

@@ -26,7 +26,8 @@ from benchmarks.eval.policies import policy_source
 from benchmarks.eval.report import build_report, render_report
 from dbtools.engines import Database, open_database
 from mcp_server.agent import Agent, AgentConfig
-from mcp_server.agent_errors import EndpointError
+from mcp_server.agent.episode import EpisodeLimits
+from mcp_server.agent.errors import EndpointError
 from model.sampling_params import SamplingParams
 
 log = logging.getLogger("benchmarks.eval")
@@ -108,9 +109,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser,
         "--token-budget",
         "EVAL_TOKEN_BUDGET",
-        "tokens per episode, prompt included (the protocol's 12288; smaller only to bound test runs)",
+        f"tokens per episode, prompt included (the protocol's {EpisodeLimits.token_budget}; "
+        "smaller only to bound test runs)",
         type=int,
-        default=12288,
+        default=EpisodeLimits.token_budget,
     )
     _option(parser, "--seed", "EVAL_SEED", "sampling seed (default: unseeded)", type=int)
     _option(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from benchmarks.eval.datasets import EvalQuestion
 from benchmarks.eval.datasets.records import read_records
-from mcp_server.policies import Policy, build_policy
+from mcp_server.agent.policies import Policy, build_policy
 
 
 def read_replay_scripts(path: str | Path) -> dict[str, list[list[str]]]:
@@ -53,8 +53,8 @@ def policy_source(
         raise ValueError(
             "--replay needs --model DIR for the tokenizer and chat template it counts and renders with"
         )
-    from mcp_server.policies.replay import ReplayPolicy
-    from mcp_server.prompts import load_prompts
+    from mcp_server.agent.policies.replay import ReplayPolicy
+    from mcp_server.agent.prompts import load_prompts
     from model.tokenizer import Tokenizer
 
     scripts = read_replay_scripts(replay)

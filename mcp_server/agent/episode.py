@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from dbtools.agent_tools import AgentToolbox
 from dbtools.errors import DatabaseToolError
 from dbtools.safety import referenced_tables
-from mcp_server.chat_format import ChatFormat
-from mcp_server.dialect import MODEL_DIALECT, DialectTranslator
-from mcp_server.policies.base import Completion, PolicyRun
-from mcp_server.reply_parser import ToolCall, extract_sql, parse_reply
-from mcp_server.trace import CallRecord, EpisodeTrace, RoundRecord
-from mcp_server.turns import (
+from mcp_server.agent.chat_format import ChatFormat
+from mcp_server.agent.dialect import MODEL_DIALECT, DialectTranslator
+from mcp_server.agent.policies.base import Completion, PolicyRun
+from mcp_server.agent.reply_parser import ToolCall, extract_sql, parse_reply
+from mcp_server.agent.trace import CallRecord, EpisodeTrace, RoundRecord
+from mcp_server.agent.turns import (
     FORMAT_REMINDER,
     budget_line,
     forced_answer_message,
@@ -30,6 +30,9 @@ MIN_ANSWER_ROOM = 32
 
 @dataclass(frozen=True)
 class EpisodeLimits:
+    """The protocol's limits, as the model was trained: six tool rounds, four failed queries in a row,
+    12,288 tokens per episode (prompt included). Every other default refers to these."""
+
     max_rounds: int = 6
     max_failed_queries: int = 4
     token_budget: int = 12288

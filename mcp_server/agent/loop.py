@@ -10,13 +10,13 @@ from dataclasses import dataclass, field, replace
 
 from dbtools.agent_tools import AgentToolbox
 from dbtools.engines import Database
-from mcp_server.agent_errors import AgentCancelled
-from mcp_server.dialect import DialectTranslator
-from mcp_server.episode import Episode, EpisodeLimits
-from mcp_server.metrics import episode_metrics
-from mcp_server.outcome import EpisodeOutcome, conclude, dialect_fields
-from mcp_server.policies.base import Policy, PolicyRun
-from mcp_server.voting import vote
+from mcp_server.agent.dialect import DialectTranslator
+from mcp_server.agent.episode import Episode, EpisodeLimits
+from mcp_server.agent.errors import AgentCancelled
+from mcp_server.agent.metrics import episode_metrics
+from mcp_server.agent.outcome import EpisodeOutcome, conclude, dialect_fields
+from mcp_server.agent.policies.base import Policy, PolicyRun
+from mcp_server.agent.voting import vote
 from model.sampling_params import SamplingParams
 
 log = logging.getLogger(__name__)
@@ -26,9 +26,9 @@ log = logging.getLogger(__name__)
 class AgentConfig:
     """The protocol's limits and sampling; defaults are the ones the model was trained with."""
 
-    max_rounds: int = 6
-    max_failed_queries: int = 4
-    token_budget: int = 12288
+    max_rounds: int = EpisodeLimits.max_rounds
+    max_failed_queries: int = EpisodeLimits.max_failed_queries
+    token_budget: int = EpisodeLimits.token_budget
     sampling: SamplingParams = field(default_factory=SamplingParams)
     samples: int = 1
     max_result_rows: int = 1000

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from mcp_server.trace import EpisodeTrace
+from mcp_server.agent.trace import EpisodeTrace
 
 # A single quote opens a literal only after a non-word character: "Smith's" holds an apostrophe.
 _QUOTED = re.compile(r"(?<!\w)'([^']+)'(?!\w)|\"([^\"]+)\"|‘([^’]+)’|“([^”]+)”")

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from dbtools.engines import Database, QueryResult
 from dbtools.errors import DatabaseToolError
-from mcp_server.dialect import MODEL_DIALECT
-from mcp_server.episode import Episode
-from mcp_server.trace import EpisodeTrace
+from mcp_server.agent.dialect import MODEL_DIALECT
+from mcp_server.agent.episode import Episode
+from mcp_server.agent.trace import EpisodeTrace
 
 
 @dataclass

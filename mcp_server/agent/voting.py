@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcp_server.outcome import EpisodeOutcome
+from mcp_server.agent.outcome import EpisodeOutcome
 
 
 def vote(outcomes: list[EpisodeOutcome]) -> tuple[int, list[dict]]:

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from dbtools.engines import open_database
-from mcp_server.dialect import DialectTranslator
+from mcp_server.agent.dialect import DialectTranslator
 
 MIXED_CASE_SCHEMA = [
     'CREATE TABLE "AlertLogs" (id INTEGER PRIMARY KEY, "userId" INTEGER, "triggeredAt" TEXT, note TEXT)',

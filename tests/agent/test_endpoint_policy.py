@@ -7,9 +7,9 @@ import shutil
 import pytest
 
 from mcp_server.agent import Agent, AgentConfig
-from mcp_server.agent_errors import EndpointError
-from mcp_server.policies import build_policy
-from mcp_server.policies.endpoint import EndpointPolicy, completions_url
+from mcp_server.agent.errors import EndpointError
+from mcp_server.agent.policies import build_policy
+from mcp_server.agent.policies.endpoint import EndpointPolicy, completions_url
 from model.sampling_params import SamplingParams
 from tests.completions_server import CompletionsServer, completion
 

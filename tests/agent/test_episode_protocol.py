@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from mcp_server.agent import Agent, AgentConfig
-from mcp_server.agent_errors import AgentCancelled
-from mcp_server.policies.replay import ReplayPolicy
+from mcp_server.agent.errors import AgentCancelled
+from mcp_server.agent.policies.replay import ReplayPolicy
 
 QUESTION = "Which employees work in Sales?"
 HEADER = "<|im_end|>\n<|im_start|>assistant\n<think>\n"

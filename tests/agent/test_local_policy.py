@@ -8,10 +8,10 @@ import threading
 import pytest
 
 from mcp_server.agent import Agent, AgentConfig
-from mcp_server.agent_errors import AgentCancelled
-from mcp_server.policies import local
-from mcp_server.policies.local import LocalPolicy
-from mcp_server.prompts import Prompts
+from mcp_server.agent.errors import AgentCancelled
+from mcp_server.agent.policies import local
+from mcp_server.agent.policies.local import LocalPolicy
+from mcp_server.agent.prompts import Prompts
 from model.engine import Engine
 from model.random_checkpoint import write_tiny_checkpoint
 from model.sampling_params import SamplingParams

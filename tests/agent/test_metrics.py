@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mcp_server.metrics import episode_metrics, question_literals
-from mcp_server.trace import CallRecord, EpisodeTrace, RoundRecord
+from mcp_server.agent.metrics import episode_metrics, question_literals
+from mcp_server.agent.trace import CallRecord, EpisodeTrace, RoundRecord
 
 
 def test_question_literals_are_quoted_strings_names_and_numbers():

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from mcp_server.agent_errors import PolicyConfigError
-from mcp_server.policies import build_policy
-from mcp_server.prompts import SYSTEM_PROMPT, Prompts, load_prompts
+from mcp_server.agent.errors import PolicyConfigError
+from mcp_server.agent.policies import build_policy
+from mcp_server.agent.prompts import SYSTEM_PROMPT, Prompts, load_prompts
 
 REFERENCE_LOOP = '''
 import pathlib

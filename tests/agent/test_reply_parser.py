@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_server.reply_parser import ToolCall, extract_sql, parse_reply
+from mcp_server.agent.reply_parser import ToolCall, extract_sql, parse_reply
 
 
 def test_several_calls_in_fences_and_prose_in_order():

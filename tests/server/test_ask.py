@@ -8,10 +8,10 @@ import anyio
 import pytest
 from mcp import Client
 
-from mcp_server.agent_errors import AgentCancelled
-from mcp_server.chat_format import render_chatml
+from mcp_server.agent.chat_format import render_chatml
+from mcp_server.agent.errors import AgentCancelled
+from mcp_server.agent.policies.replay import ReplayPolicy
 from mcp_server.model_runner import ModelRunner
-from mcp_server.policies.replay import ReplayPolicy
 from mcp_server.server import build_server
 from mcp_server.settings import Settings
 from tests.server.conftest import fenced_body

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mcp_server.agent_errors import PolicyConfigError
-from mcp_server.policies.base import Completion, Policy, PolicyRun
+from mcp_server.agent.errors import PolicyConfigError
+from mcp_server.agent.policies.base import Completion, Policy, PolicyRun
 from model.errors import DOWNLOAD_HINT, missing_local_engine
 
 __all__ = ["Completion", "Policy", "PolicyRun", "build_policy"]
@@ -35,14 +35,14 @@ def build_policy(
             raise PolicyConfigError(
                 "the endpoint needs the name of the model it serves (--endpoint-model / SQLSCOUT_ENDPOINT_MODEL)"
             )
-        from mcp_server.policies.endpoint import EndpointPolicy
+        from mcp_server.agent.policies.endpoint import EndpointPolicy
 
         return EndpointPolicy(endpoint, endpoint_model, api_key=api_key, model_dir=model_dir)
     if model_dir is not None:
         missing = missing_local_engine()
         if missing:
             raise PolicyConfigError(missing)
-        from mcp_server.policies.local import LocalPolicy
+        from mcp_server.agent.policies.local import LocalPolicy
 
         return LocalPolicy.load(model_dir, device=device, dtype=dtype)
     raise PolicyConfigError(f"no text-to-SQL model is configured: {MODEL_SETUP_HINT}")

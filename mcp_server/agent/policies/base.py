@@ -6,8 +6,8 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
-from mcp_server.chat_format import ChatFormat
-from mcp_server.prompts import Prompts
+from mcp_server.agent.chat_format import ChatFormat
+from mcp_server.agent.prompts import Prompts
 from model.sampling_params import SamplingParams
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import httpx
 
-from mcp_server.agent_errors import AgentCancelled, EndpointError
-from mcp_server.chat_format import STOP_TOKENS, ChatFormat, render_chatml
-from mcp_server.policies.base import Completion
-from mcp_server.prompts import Prompts, load_prompts
+from mcp_server.agent.chat_format import STOP_TOKENS, ChatFormat, render_chatml
+from mcp_server.agent.errors import AgentCancelled, EndpointError
+from mcp_server.agent.policies.base import Completion
+from mcp_server.agent.prompts import Prompts, load_prompts
 from model.sampling_params import SamplingParams
 from model.tokenizer import Tokenizer
 

@@ -7,10 +7,10 @@ import threading
 import time
 from pathlib import Path
 
-from mcp_server.agent_errors import AgentCancelled
-from mcp_server.chat_format import STOP_TOKENS, ChatFormat
-from mcp_server.policies.base import Completion
-from mcp_server.prompts import Prompts, load_prompts
+from mcp_server.agent.chat_format import STOP_TOKENS, ChatFormat
+from mcp_server.agent.errors import AgentCancelled
+from mcp_server.agent.policies.base import Completion
+from mcp_server.agent.prompts import Prompts, load_prompts
 from model.engine import Engine
 from model.sampling_params import SamplingParams
 

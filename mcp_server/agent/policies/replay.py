@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from mcp_server.chat_format import ChatFormat, RenderChat
-from mcp_server.policies.base import Completion
-from mcp_server.prompts import Prompts
+from mcp_server.agent.chat_format import ChatFormat, RenderChat
+from mcp_server.agent.policies.base import Completion
+from mcp_server.agent.prompts import Prompts
 from model.sampling_params import SamplingParams
 
 
