@@ -12,8 +12,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from dbtools.demo.ddl import referenced_column, render_create_table
+from dbtools.demo.domains import TABLES, TABLES_BY_NAME
 from dbtools.demo.spec import ColumnSpec, TableSpec
-from dbtools.demo.tables import TABLES, TABLES_BY_NAME
 from dbtools.demo.values import generate, make_unique, skewed_keys, skewed_pick
 
 # Bump whenever the schema or the generated values change: cached demo files are keyed by it.

@@ -14,8 +14,8 @@ from tqdm import tqdm
 
 from dbtools.demo.build import GENERATOR_VERSION
 from dbtools.demo.ddl import referenced_column
+from dbtools.demo.domains import TABLES, TABLES_BY_NAME
 from dbtools.demo.spec import ColumnSpec, TableSpec
-from dbtools.demo.tables import TABLES, TABLES_BY_NAME
 
 log = logging.getLogger(__name__)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -103,5 +104,30 @@ def table(
         style=style,
         fact=fact,
         static=tuple(static) if static is not None else None,
+        comment=comment,
+    )
+
+
+def lookup_table(
+    name: str,
+    key: str,
+    label: str,
+    labels: Iterable[str],
+    *columns: str,
+    style: str,
+    comment: str | None = None,
+) -> TableSpec:
+    """A static table of one row per label: primary key `key`, unique column `label`, then `columns`.
+
+    `label` is `name TYPE` and holds `labels` in order; `columns` are written as in `table` and generated.
+    """
+    return table(
+        name,
+        0,
+        f"{key} INTEGER pk",
+        f"{label} row:0 unique",
+        *columns,
+        style=style,
+        static=[(x,) for x in labels],
         comment=comment,
     )

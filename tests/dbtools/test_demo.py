@@ -14,7 +14,7 @@ import pytest
 
 from dbtools.demo import GENERATOR_VERSION, build_demo, default_demo_path
 from dbtools.demo.__main__ import main as demo_main
-from dbtools.demo.tables import TABLES
+from dbtools.demo.domains import DOMAINS, TABLES
 
 
 @pytest.fixture(scope="session")
@@ -97,6 +97,19 @@ def test_every_foreign_key_resolves(demo):
             assert orphans == 0, f"{table}.{column} -> {parent}.{parent_column}: {orphans} orphans"
     assert total >= 200
     assert len(referencing_tables) >= 0.8 * len(_tables(demo))
+
+
+def test_domains_declare_each_table_once_and_parents_before_children():
+    created: set[str] = set()
+    for domain in DOMAINS:
+        for table in domain.TABLES:
+            assert table.name not in created, f"{domain.__name__}: {table.name} is declared twice"
+            for column in table.foreign_keys:
+                assert column.ref_table in created | {table.name}, (
+                    f"{domain.__name__}: {table.name}.{column.name} refers to {column.ref_table}, created later"
+                )
+            created.add(table.name)
+    assert len(created) == len(TABLES)
 
 
 def test_demo_has_nulls_skew_and_grounding_values(demo):
