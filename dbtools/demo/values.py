@@ -12,7 +12,6 @@ from dbtools.demo import vocabulary as v
 EPOCH = datetime(2019, 1, 1)
 SPAN_SECONDS = int((datetime(2025, 6, 30) - EPOCH).total_seconds())
 
-CITY_NAMES = [c[0] for c in v.CITIES]
 COUNTRY_NAMES = [c[2] for c in v.COUNTRIES]
 COMPANIES = [f"{stem} {suffix}" for stem, suffix in itertools.product(v.COMPANY_STEMS, v.COMPANY_SUFFIXES)]
 PRODUCTS = [f"{adj} {noun}" for adj, noun in itertools.product(v.PRODUCT_ADJECTIVES, v.PRODUCT_NOUNS)]
@@ -51,7 +50,6 @@ LISTS: dict[str, Sequence[str]] = {
     "product": PRODUCTS,
     "country": COUNTRY_NAMES,
     "word": v.WORDS,
-    "street_name": v.STREET_NAMES,
     "carrier": [
         "DHL Express",
         "UPS",
