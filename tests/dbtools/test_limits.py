@@ -9,6 +9,7 @@ import pytest
 
 from dbtools.agent_tools import AgentToolbox
 from dbtools.errors import QueryError, QueryTimeoutError
+from tests.queries_in_flight import QueriesInFlight
 
 SLOW_QUERY = {
     "sqlite": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
@@ -149,8 +150,10 @@ def test_sqlite_infinities_stay_json_ready(sqlite_dsn, open_db):
     assert json.loads(json.dumps(data, allow_nan=False))["rows"] == [["inf", "-inf", 1.5]]
 
 
-def test_many_concurrent_calls_from_threads(dsn, engine, open_db):
+def test_many_concurrent_calls_from_threads(dsn, engine, open_db, monkeypatch):
+    """Threads' queries overlap in the engine (four run at one moment) and each gets its own answer."""
     db = open_db(dsn, timeout_s=5.0)
+    in_flight = QueriesInFlight(db, monkeypatch, wanted=4)
     tools = AgentToolbox(db)
 
     def work(i: int) -> None:
@@ -168,6 +171,7 @@ def test_many_concurrent_calls_from_threads(dsn, engine, open_db):
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         list(pool.map(work, range(160)))
+    assert in_flight.most >= 4
 
 
 def test_timeouts_in_some_threads_do_not_disturb_the_others(dsn, engine, open_db):

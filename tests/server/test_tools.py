@@ -13,6 +13,7 @@ from mcp import Client
 from dbtools.engines import open_database
 from mcp_server.server import build_server
 from mcp_server.settings import Settings
+from tests.queries_in_flight import QueriesInFlight
 from tests.server.conftest import CUSTOMERS, INJECTION, ORDERS, fenced_body
 
 pytestmark = pytest.mark.anyio
@@ -243,7 +244,9 @@ async def test_schema_overview_resource(shop_server):
     assert "**customers** (4 rows)" in body
 
 
-async def test_many_concurrent_calls(shop_server):
+async def test_many_concurrent_calls(shop_server, shop_db, monkeypatch):
+    """Calls overlap: four queries are running in the database at one moment, and every answer is its own."""
+    in_flight = QueriesInFlight(shop_db, monkeypatch, wanted=4)
     results: dict[int, object] = {}
 
     async with Client(shop_server) as client:
@@ -255,6 +258,7 @@ async def test_many_concurrent_calls(shop_server):
         async with anyio.create_task_group() as group:
             for i in range(40):
                 group.start_soon(one, i)
+    assert in_flight.most >= 4
     assert len(results) == 40
     for i, result in results.items():
         expected = ORDERS[i % len(ORDERS)]
