@@ -1,4 +1,5 @@
-"""Session fixtures shared by the whole suite: the Triton interpreter switch and a real PostgreSQL."""
+"""Session fixtures shared by the whole suite: the Triton interpreter switch, a real PostgreSQL, and a cache
+directory of the run's own."""
 
 from __future__ import annotations
 
@@ -13,6 +14,20 @@ if not torch.cuda.is_available():
 import pytest  # noqa: E402
 
 from dbtools.throwaway_postgres import PostgresServer  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def run_cache_dir(tmp_path_factory):
+    """SQLSCOUT_CACHE_DIR for the whole run: the demo database and value indexes that tests build go to a
+    temporary folder, never into the user's ~/.cache/sqlscout. Subprocess helpers pass it on."""
+    path = tmp_path_factory.mktemp("sqlscout-cache")
+    previous = os.environ.get("SQLSCOUT_CACHE_DIR")
+    os.environ["SQLSCOUT_CACHE_DIR"] = str(path)
+    yield path
+    if previous is None:
+        del os.environ["SQLSCOUT_CACHE_DIR"]
+    else:
+        os.environ["SQLSCOUT_CACHE_DIR"] = previous
 
 
 @pytest.fixture(scope="session")

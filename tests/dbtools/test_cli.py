@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run_cli(*args: str, env: dict | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("SQLSCOUT_")}
+    full_env["SQLSCOUT_CACHE_DIR"] = os.environ["SQLSCOUT_CACHE_DIR"]  # the test run's, not ~/.cache/sqlscout
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "dbtools", *args],

@@ -77,8 +77,10 @@ def free_port() -> int:
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    """Environment for a server subprocess: importable project, no SQLSCOUT_* leaking in from the caller."""
+    """Environment for a server subprocess: importable project, no SQLSCOUT_* leaking in from the caller but
+    the test run's cache directory, so that no server a test starts writes to ~/.cache/sqlscout."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SQLSCOUT_")}
+    env["SQLSCOUT_CACHE_DIR"] = os.environ["SQLSCOUT_CACHE_DIR"]
     env["PYTHONPATH"] = str(PROJECT_ROOT)
     env.update(extra)
     return env

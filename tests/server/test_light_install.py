@@ -4,6 +4,7 @@ dependencies (no torch, triton or safetensors) serving the database tools and an
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -104,6 +105,7 @@ async def test_light_install_serves_the_tools_and_an_endpoint_episode(light_pyth
         server = StdioServerParameters(
             command=str(light_python),
             args=["-m", "mcp_server", *flags],
+            env={"SQLSCOUT_CACHE_DIR": os.environ["SQLSCOUT_CACHE_DIR"]},
             cwd=tmp_path,  # not the checkout: everything must come from the installed wheel
         )
         async with Client(server) as client:

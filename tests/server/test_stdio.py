@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from mcp import Client, StdioServerParameters
 
+from dbtools.demo import GENERATOR_VERSION
 from tests.server.conftest import ORDERS, PROJECT_ROOT, SERVER_COMMAND, subprocess_env
 
 pytestmark = pytest.mark.anyio
@@ -40,11 +41,12 @@ async def test_every_database_tool_over_stdio(shop_dsn, cache_dir):
     assert ask.is_error and "--model DIR" in ask.content[0].text
 
 
-async def test_default_dsn_is_the_demo_database():
-    # The real user cache: the demo database is built there once and reused.
-    async with stdio_client() as client:
+async def test_default_dsn_is_the_demo_database(tmp_path):
+    """Without --dsn the server serves the demo database, built on first use into SQLSCOUT_CACHE_DIR."""
+    async with stdio_client(SQLSCOUT_CACHE_DIR=str(tmp_path)) as client:
         tables = await client.call_tool("list_tables", {"limit": 1})
     assert tables.structured_content["total"] > 100
+    assert [p.name for p in tmp_path.iterdir()] == [f"demo-v{GENERATOR_VERSION}-seed0.sqlite"]
 
 
 async def test_ask_database_on_a_tiny_local_model(sqlite_dsn, tiny_model_dir, cache_dir):
