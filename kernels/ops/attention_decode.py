@@ -16,6 +16,7 @@ from kernels.backend import interpreting
 from kernels.checks import check_last_dim_contiguous
 from kernels.ops.attention_common import LOG2_E, dot_settings
 from kernels.ops.launch import output_like
+from kernels.ops.online_softmax import attend_key_block
 
 BLOCK_N = 64
 MAX_SPLITS = 128
@@ -74,22 +75,12 @@ def _decode_split_kernel(
     l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
     acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
     for n0 in range(lo, hi, BLOCK_N):
-        offs_n = n0 + tl.arange(0, BLOCK_N)
-        n_mask = offs_n < hi
-        kv_mask = n_mask[:, None] & d_mask[None, :]
-        k = tl.load(k_base + offs_n[:, None] * stride_ks + offs_d[None, :], mask=kv_mask, other=0.0)
-        v = tl.load(v_base + offs_n[:, None] * stride_vs + offs_d[None, :], mask=kv_mask, other=0.0)
-        if not LOW_PRECISION_DOT:
-            k = k.to(tl.float32)
-            v = v.to(tl.float32)
-        qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
-        qk = tl.where(n_mask[None, :], qk, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
-        p = tl.exp2(qk - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-        m_i = m_new
+        # The new token is the row's last key, so every key below hi is visible: only the tail is masked.
+        acc, m_i, l_i = attend_key_block(
+            q, acc, m_i, l_i, k_base, v_base, stride_ks, stride_vs, n0, hi, None, offs_d, d_mask,
+            qk_scale, BLOCK_N, MASK_TAIL=True, CAUSAL_MASK=False,
+            LOW_PRECISION_DOT=LOW_PRECISION_DOT, DOT_PRECISION=DOT_PRECISION,
+        )  # fmt: skip
 
     # An empty split (past the row's length) leaves weight zero in the combine: lse = -inf, output 0.
     has_keys = l_i > 0

@@ -14,46 +14,7 @@ from kernels.backend import interpreting
 from kernels.checks import check_last_dim_contiguous
 from kernels.ops.attention_common import LOG2_E, dot_settings
 from kernels.ops.launch import output_like
-
-
-@triton.jit
-def _attend_block(
-    q,
-    acc,
-    m_i,
-    l_i,
-    k_base,
-    v_base,
-    stride_ks,
-    stride_vs,
-    n0,
-    kv_end,
-    q_pos,
-    offs_d,
-    d_mask,
-    qk_scale,
-    BLOCK_N: tl.constexpr,
-    CAUSAL_MASK: tl.constexpr,
-    LOW_PRECISION_DOT: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
-):
-    offs_n = n0 + tl.arange(0, BLOCK_N)
-    n_mask = offs_n < kv_end
-    kv_mask = n_mask[:, None] & d_mask[None, :]
-    k = tl.load(k_base + offs_n[:, None] * stride_ks + offs_d[None, :], mask=kv_mask, other=0.0)
-    v = tl.load(v_base + offs_n[:, None] * stride_vs + offs_d[None, :], mask=kv_mask, other=0.0)
-    if not LOW_PRECISION_DOT:
-        k = k.to(tl.float32)
-        v = v.to(tl.float32)
-    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
-    if CAUSAL_MASK:
-        qk = tl.where((offs_n[None, :] <= q_pos[:, None]) & n_mask[None, :], qk, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(qk, axis=1))
-    p = tl.exp2(qk - m_new[:, None])
-    alpha = tl.exp2(m_i - m_new)
-    l_i = l_i * alpha + tl.sum(p, axis=1)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-    return acc, m_new, l_i
+from kernels.ops.online_softmax import attend_key_block
 
 
 @triton.jit
@@ -114,14 +75,16 @@ def _attention_prefill_kernel(
     kv_end = start + tl.minimum((block_m + 1) * BLOCK_M, seq_len)
     unmasked_end = ((start + block_m * BLOCK_M) // BLOCK_N) * BLOCK_N
     for n0 in range(0, unmasked_end, BLOCK_N):
-        acc, m_i, l_i = _attend_block(
+        acc, m_i, l_i = attend_key_block(
             q, acc, m_i, l_i, k_base, v_base, stride_ks, stride_vs, n0, kv_end, q_pos, offs_d, d_mask,
-            qk_scale, BLOCK_N, False, LOW_PRECISION_DOT, DOT_PRECISION,
+            qk_scale, BLOCK_N, MASK_TAIL=False, CAUSAL_MASK=False,
+            LOW_PRECISION_DOT=LOW_PRECISION_DOT, DOT_PRECISION=DOT_PRECISION,
         )  # fmt: skip
     for n0 in range(unmasked_end, kv_end, BLOCK_N):
-        acc, m_i, l_i = _attend_block(
+        acc, m_i, l_i = attend_key_block(
             q, acc, m_i, l_i, k_base, v_base, stride_ks, stride_vs, n0, kv_end, q_pos, offs_d, d_mask,
-            qk_scale, BLOCK_N, True, LOW_PRECISION_DOT, DOT_PRECISION,
+            qk_scale, BLOCK_N, MASK_TAIL=True, CAUSAL_MASK=True,
+            LOW_PRECISION_DOT=LOW_PRECISION_DOT, DOT_PRECISION=DOT_PRECISION,
         )  # fmt: skip
 
     g_offsets = b.to(tl.int64) * stride_gb + offs_m[:, None].to(tl.int64) * stride_gt + h * stride_gh
