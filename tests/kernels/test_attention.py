@@ -77,6 +77,8 @@ DECODE_CASES = [
     (1, 4, 1, 64, [0], None),
     (2, 8, 2, 256, [130, 7], None),
     (3, 4, 2, 48, [200, 64, 1], 11),
+    # One split per row, so its loop folds several key blocks into the running max and sum.
+    (2, 8, 2, 40, [150, 90], 1),
 ]
 
 
