@@ -169,17 +169,13 @@ def test_tiny_random_model_episodes_end_cleanly(tmp_path, tiny_model_dir):
     assert report["overall"]["episodes"] == 2 and report["settings"]["policy"] == "local"
     for episode in episodes:
         assert episode["agent_error"] is None
-        assert episode["ending"] in {"submit_sql", "answer", "forced_answer", "fallback", "no_sql"}
-        assert episode["correct"] in (True, False)
+        # The prompt takes most of the 440 tokens: after one reply neither another round nor the forced final
+        # turn fits, and a random model's reply holds no runnable call, so no SQL comes and none can be correct.
+        assert (episode["ending"], episode["trace"]["limit"], episode["rounds"]) == ("no_sql", "tokens", 1)
+        assert (episode["predicted_sql"], episode["correct"]) == (None, False)
         assert 0 < episode["tokens"]["sequence"] <= 440
         assert episode["processed_tokens"] >= episode["tokens"]["sequence"] - 1
-    assert set(report["overall"]["endings"]) <= {
-        "submit_sql",
-        "answer",
-        "forced_answer",
-        "fallback",
-        "no_sql",
-    }
+    assert report["overall"]["endings"] == {"no_sql": 2}
     processed = [e["processed_tokens"] for e in episodes]
     assert report["overall"]["mean_processed_tokens"] == pytest.approx(sum(processed) / len(processed))
 
