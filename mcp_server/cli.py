@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
 
+import configargparse
 from tqdm import tqdm
 
 from dbtools.engines import Database, open_database
@@ -30,12 +29,10 @@ log = logging.getLogger("sqlscout")
 COMMANDS = ("ask", "config")
 SERVE_EPILOG = """other commands:
   sqlscout ask "QUESTION" [--evidence TEXT] [--json] [options]   answer one question in the terminal
-  sqlscout config {claude-desktop,vscode,claude-code} [options]   print a host configuration snippet
-
-Every option can also be set by its environment variable; a flag wins over the variable."""
+  sqlscout config {claude-desktop,vscode,claude-code} [options]   print a host configuration snippet"""
 
 
-def add_settings_options(parser: argparse.ArgumentParser) -> None:
+def add_settings_options(parser: configargparse.ArgumentParser) -> None:
     group = parser.add_argument_group("settings (flag, or environment variable)")
     for option in OPTIONS:
         group.add_argument(
@@ -43,25 +40,18 @@ def add_settings_options(parser: argparse.ArgumentParser) -> None:
             dest=option.field,
             type=option.parse,
             choices=option.choices,
-            default=None,
+            default=None,  # Settings holds the defaults
             metavar=option.metavar,
-            help=f"{option.help} [{option.env}]",
+            env_var=option.env,
+            help=option.help,
         )
 
 
-def shell_name(text: str) -> str:
-    if text not in SHELLS:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not one of {', '.join(SHELLS)} (--shell, or SQLSCOUT_CONFIG_SHELL)"
-        )
-    return text
-
-
-def build_parser(command: str) -> argparse.ArgumentParser:
+def build_parser(command: str) -> configargparse.ArgumentParser:
     """The parser of one command: serve (no command word), ask or config."""
-    formatter = argparse.RawDescriptionHelpFormatter
+    formatter = configargparse.RawDescriptionHelpFormatter
     if command == "ask":
-        parser = argparse.ArgumentParser(
+        parser = configargparse.ArgumentParser(
             prog="sqlscout ask",
             description="Answer one question with the text-to-SQL model; "
             "progress goes to stderr, the result to stdout.",
@@ -71,7 +61,7 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("--evidence", help="domain knowledge the question needs")
         parser.add_argument("--json", action="store_true", help="print the whole answer as JSON")
     elif command == "config":
-        parser = argparse.ArgumentParser(
+        parser = configargparse.ArgumentParser(
             prog="sqlscout config",
             description="Print the configuration that makes a host start this server with the given options.",
             formatter_class=formatter,
@@ -79,20 +69,19 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("target", choices=HOSTS, help="the MCP host to configure")
         parser.add_argument(
             "--name",
-            default=os.environ.get("SQLSCOUT_CONFIG_NAME") or "sqlscout",
-            help="the server's name in the host (default sqlscout) [SQLSCOUT_CONFIG_NAME]",
+            default="sqlscout",
+            env_var="SQLSCOUT_CONFIG_NAME",
+            help="the server's name in the host (default sqlscout)",
         )
         parser.add_argument(
             "--shell",
-            type=shell_name,
             choices=SHELLS,
-            # A text default goes through `type`, which checks a value from the environment as well.
-            default=os.environ.get("SQLSCOUT_CONFIG_SHELL") or default_shell(),
-            help=f"the shell claude-code's command is quoted for (default here {default_shell()}) "
-            "[SQLSCOUT_CONFIG_SHELL]",
+            default=default_shell(),
+            env_var="SQLSCOUT_CONFIG_SHELL",
+            help=f"the shell claude-code's command is quoted for (default here {default_shell()})",
         )
     else:
-        parser = argparse.ArgumentParser(
+        parser = configargparse.ArgumentParser(
             prog="sqlscout",
             description="MCP server for read-only natural-language and SQL access to a database.",
             epilog=SERVE_EPILOG,

@@ -1,10 +1,9 @@
-"""The server's settings: one validated dataclass, filled from command-line flags over `SQLSCOUT_*` variables."""
+"""The server's settings: the options (each a flag and a `SQLSCOUT_*` variable) and one validated dataclass."""
 
 from __future__ import annotations
 
 import ipaddress
 import math
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -213,23 +212,7 @@ class Settings:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
 
     @classmethod
-    def resolve(cls, flags: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Settings:
-        """Settings from flag values (None: not given) over `SQLSCOUT_*` environment variables over defaults."""
-        environ = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for option in OPTIONS:
-            flag_value = flags.get(option.field)
-            if flag_value is not None:
-                values[option.field] = flag_value
-                continue
-            raw = environ.get(option.env, "").strip()
-            if not raw:
-                continue
-            try:
-                value = option.parse(raw)
-            except ValueError:
-                raise SettingsError(f"{option.env}={raw!r} is not a valid {option.parse.__name__}") from None
-            if option.choices and value not in option.choices:
-                raise SettingsError(f"{option.env} must be one of {', '.join(option.choices)}, not {raw!r}")
-            values[option.field] = value
-        return cls(**values)
+    def resolve(cls, flags: Mapping[str, Any]) -> Settings:
+        """Settings from parsed option values (None: given neither as a flag nor as a variable) over defaults."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{name: value for name, value in flags.items() if name in names and value is not None})

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from mcp_server.cli import build_parser, main
 from mcp_server.settings import OPTIONS, Settings, SettingsError, is_loopback
+from tests.usage_errors import usage_error
+
+
+def parsed_settings(argv: list[str], env: dict[str, str]) -> Settings:
+    """Settings as the server's parser reads them from these flags and these variables only."""
+    return Settings.resolve(vars(build_parser("serve").parse_args(argv, env_vars=env)))
 
 
 def test_flag_wins_over_environment_which_wins_over_default():
     env = {"SQLSCOUT_PORT": "9001", "SQLSCOUT_MAX_ROWS": "50", "SQLSCOUT_LOG_LEVEL": "debug"}
-    settings = Settings.resolve({"port": 9002}, env)
+    settings = parsed_settings(["--port", "9002"], env)
     assert settings.port == 9002
     assert settings.max_rows == 50
     assert settings.log_level == "DEBUG"
@@ -22,19 +29,29 @@ def test_every_option_has_a_settings_field_and_an_environment_variable():
     assert all(o.env == "SQLSCOUT_" + o.field.upper() for o in OPTIONS)
 
 
+def test_every_option_is_read_from_its_variable_and_listed_with_it_in_the_help():
+    parser = build_parser("serve")
+    help_text = " ".join(parser.format_help().split())
+    for option in OPTIONS:
+        assert f"[env var: {option.env}]" in help_text
+    env = {"SQLSCOUT_TRANSPORT": "http", "SQLSCOUT_TOKEN": "t", "SQLSCOUT_HOST": "0.0.0.0"}
+    assert parsed_settings([], env).non_defaults() == {"transport": "http", "token": "t", "host": "0.0.0.0"}
+
+
 @pytest.mark.parametrize(
-    ("env", "message"),
+    ("variable", "value", "message"),
     [
-        ({"SQLSCOUT_PORT": "eighty"}, "SQLSCOUT_PORT='eighty' is not a valid int"),
-        ({"SQLSCOUT_TRANSPORT": "grpc"}, "SQLSCOUT_TRANSPORT must be one of stdio, http"),
-        ({"SQLSCOUT_TIMEOUT": "0"}, "--timeout must be a positive number"),
-        ({"SQLSCOUT_TIMEOUT": "nan"}, "--timeout must be a positive number"),
-        ({"SQLSCOUT_TIMEOUT": "inf"}, "--timeout must be a positive number"),
+        ("SQLSCOUT_PORT", "eighty", "argument --port: invalid int value: 'eighty'"),
+        ("SQLSCOUT_TRANSPORT", "grpc", "argument --transport: invalid choice: 'grpc'"),
+        ("SQLSCOUT_LOG_LEVEL", "chatty", "argument --log-level: invalid choice: 'CHATTY'"),
+        ("SQLSCOUT_TIMEOUT", "0", "--timeout must be a positive number"),
+        ("SQLSCOUT_TIMEOUT", "nan", "--timeout must be a positive number"),
+        ("SQLSCOUT_TIMEOUT", "inf", "--timeout must be a positive number"),
     ],
 )
-def test_bad_environment_values_name_the_variable(env, message):
-    with pytest.raises(SettingsError, match=message):
-        Settings.resolve({}, env)
+def test_a_bad_variable_is_a_usage_error_naming_the_option(variable, value, message, monkeypatch, capsys):
+    monkeypatch.setenv(variable, value)
+    assert message in usage_error(lambda: main(["config", "vscode"]), capsys)
 
 
 def test_model_and_endpoint_rules(tmp_path, monkeypatch):
@@ -131,5 +148,5 @@ def test_sampling_settings_are_checked(kwargs, message):
 
 
 def test_sampling_flags_override_environment():
-    settings = Settings.resolve({"temperature": 0.0}, {"SQLSCOUT_TEMPERATURE": "0.9", "SQLSCOUT_TOP_K": "5"})
+    settings = parsed_settings(["--temperature", "0"], {"SQLSCOUT_TEMPERATURE": "0.9", "SQLSCOUT_TOP_K": "5"})
     assert (settings.temperature, settings.top_k, settings.top_p) == (0.0, 5, 0.95)
