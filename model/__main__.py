@@ -5,79 +5,64 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 
+import configargparse
 import torch
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 DEVICES = ("cpu", "cuda")
 
 
-def _env(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(f"SQLSCOUT_{name}", default)
-
-
-# Defaults from the environment stay strings: argparse converts them with the flag's type, so a bad value
-# is reported like a bad flag instead of raising.
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m model", description=__doc__)
-    parser.add_argument("--model", default=_env("MODEL"), help="model directory (env SQLSCOUT_MODEL)")
-    parser.add_argument(
-        "--prompt", default=_env("PROMPT"), help="prompt text, used as is (env SQLSCOUT_PROMPT)"
-    )
+def build_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser(prog="python -m model", description=__doc__)
+    parser.add_argument("--model", env_var="SQLSCOUT_MODEL", help="model directory")
+    parser.add_argument("--prompt", env_var="SQLSCOUT_PROMPT", help="prompt text, used as is")
     parser.add_argument(
         "--chat",
         action=argparse.BooleanOptionalAction,
-        default=_env("CHAT", "0") == "1",
-        help="wrap the prompt as a user message with the chat template (env SQLSCOUT_CHAT=1)",
+        default=False,
+        env_var="SQLSCOUT_CHAT",
+        help="wrap the prompt as a user message with the chat template",
     )
     parser.add_argument(
         "--max-new-tokens",
         type=int,
-        default=_env("MAX_NEW_TOKENS", "128"),
-        help="tokens to generate at most (env SQLSCOUT_MAX_NEW_TOKENS)",
+        default=128,
+        env_var="SQLSCOUT_MAX_NEW_TOKENS",
+        help="tokens to generate at most",
     )
     parser.add_argument(
-        "--temperature",
-        type=float,
-        default=_env("TEMPERATURE", "0.6"),
-        help="0 is greedy (env SQLSCOUT_TEMPERATURE)",
-    )
-    parser.add_argument("--top-p", type=float, default=_env("TOP_P", "0.95"), help="env SQLSCOUT_TOP_P")
-    parser.add_argument(
-        "--top-k", type=int, default=_env("TOP_K", "20"), help="0 switches it off (env SQLSCOUT_TOP_K)"
+        "--temperature", type=float, default=0.6, env_var="SQLSCOUT_TEMPERATURE", help="0 is greedy"
     )
     parser.add_argument(
-        "--seed",
-        type=int,
-        default=_env("SEED"),
-        help="sampling seed (env SQLSCOUT_SEED)",
+        "--top-p", type=float, default=0.95, env_var="SQLSCOUT_TOP_P", help="nucleus sampling threshold"
     )
+    parser.add_argument("--top-k", type=int, default=20, env_var="SQLSCOUT_TOP_K", help="0 switches it off")
+    parser.add_argument("--seed", type=int, env_var="SQLSCOUT_SEED", help="sampling seed")
     parser.add_argument(
-        "--device",
-        choices=DEVICES,
-        default=_env("DEVICE"),
-        help="default: cuda when available (env SQLSCOUT_DEVICE)",
+        "--device", choices=DEVICES, env_var="SQLSCOUT_DEVICE", help="default: cuda when available"
     )
     parser.add_argument(
         "--dtype",
         choices=tuple(DTYPES),
-        default=_env("DTYPE"),
-        help="default: bfloat16 on cuda, float32 on cpu (env SQLSCOUT_DTYPE)",
+        env_var="SQLSCOUT_DTYPE",
+        help="default: bfloat16 on cuda, float32 on cpu",
     )
     parser.add_argument(
         "--max-context",
         type=int,
-        default=_env("MAX_CONTEXT", "32768"),
-        help="tokens the caches hold (env SQLSCOUT_MAX_CONTEXT)",
+        default=32768,
+        env_var="SQLSCOUT_MAX_CONTEXT",
+        help="tokens the caches hold",
     )
     parser.add_argument(
         "--json",
         action=argparse.BooleanOptionalAction,
-        default=_env("JSON", "0") == "1",
-        help="print ids, text and timings as JSON (env SQLSCOUT_JSON=1)",
+        default=False,
+        env_var="SQLSCOUT_JSON",
+        help="print ids, text and timings as JSON",
     )
     return parser
 
@@ -85,18 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    # argparse checks the choices of a flag, not of a default taken from the environment.
-    for name, choices in (("device", DEVICES), ("dtype", tuple(DTYPES))):
-        value = getattr(args, name)
-        if value is not None and value not in choices:
-            parser.error(f"SQLSCOUT_{name.upper()} must be one of {', '.join(choices)}, not {value!r}")
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     if not args.model or args.prompt is None:
-        print(
-            "error: --model and --prompt are required (or SQLSCOUT_MODEL and SQLSCOUT_PROMPT)",
-            file=sys.stderr,
-        )
-        return 2
+        parser.error("--model and --prompt are required (or SQLSCOUT_MODEL and SQLSCOUT_PROMPT)")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     from model.errors import ModelDirectoryError
     from model.sampling_params import SamplingParams
 

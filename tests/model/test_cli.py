@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from model.__main__ import build_parser, main
 from model.engine import Engine
+from tests.usage_errors import usage_error
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,16 +59,40 @@ def test_missing_model_directory(tmp_path):
     assert "hf download trl-lab/qwen3.5-2b-grpo-sqale" in result.stderr
 
 
-def test_bad_environment_values_are_usage_errors():
-    for variable, value, message in (
+def test_variables_set_options_and_flags_win_over_them():
+    parser = build_parser()
+    env = {
+        "SQLSCOUT_MODEL": "m",
+        "SQLSCOUT_PROMPT": "hi",
+        "SQLSCOUT_TEMPERATURE": "0.2",
+        "SQLSCOUT_DEVICE": "cpu",
+        "SQLSCOUT_CHAT": "1",
+        "SQLSCOUT_JSON": "1",
+    }
+    args = parser.parse_args([], env_vars=env)
+    assert (args.model, args.prompt, args.temperature, args.device) == ("m", "hi", 0.2, "cpu")
+    assert args.chat and args.json
+    args = parser.parse_args(["--temperature", "0", "--device", "cuda", "--no-json"], env_vars=env)
+    assert (args.temperature, args.device, args.chat, args.json) == (0.0, "cuda", True, False)
+    assert not parser.parse_args([], env_vars={"SQLSCOUT_CHAT": "0"}).chat
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
         ("SQLSCOUT_TEMPERATURE", "warm", "argument --temperature: invalid float value: 'warm'"),
         ("SQLSCOUT_MAX_NEW_TOKENS", "many", "argument --max-new-tokens: invalid int value: 'many'"),
-        ("SQLSCOUT_DEVICE", "gpu", "SQLSCOUT_DEVICE must be one of cpu, cuda, not 'gpu'"),
-        ("SQLSCOUT_DTYPE", "fp16", "SQLSCOUT_DTYPE must be one of bfloat16, float32, not 'fp16'"),
-    ):
-        result = _run("--model", "unused", "--prompt", "hi", env={variable: value})
-        assert result.returncode == 2, (variable, result.stderr)
-        assert message in result.stderr and "Traceback" not in result.stderr
+        ("SQLSCOUT_DEVICE", "gpu", "argument --device: invalid choice: 'gpu'"),
+        ("SQLSCOUT_DTYPE", "fp16", "argument --dtype: invalid choice: 'fp16'"),
+        ("SQLSCOUT_JSON", "2", "Unexpected value for SQLSCOUT_JSON: '2'"),
+    ],
+)
+def test_a_bad_variable_is_a_usage_error_naming_the_option(variable, value, message, monkeypatch, capsys):
+    monkeypatch.setenv(variable, value)
+    assert message in usage_error(lambda: main(["--model", "unused", "--prompt", "hi"]), capsys)
+
+
+def test_a_bad_kernel_backend_is_reported_without_a_traceback():
     kernels = _run("--model", "unused", "--prompt", "hi", env={"SQLSCOUT_KERNELS": "cuda"})
     assert kernels.returncode == 1 and "Traceback" not in kernels.stderr
     assert "unknown kernel backend 'cuda': choose one of auto, triton, torch" in kernels.stderr
