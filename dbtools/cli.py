@@ -10,6 +10,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+import configargparse
+
 from dbtools.agent_tools import AgentToolbox
 from dbtools.engines import Database, QueryResult, open_database
 from dbtools.engines.base import cell_text
@@ -47,63 +49,74 @@ def _positive(kind: type) -> object:
     return parse
 
 
-def _common_options(suppress: bool) -> argparse.ArgumentParser:
+def _common_options(suppress: bool) -> configargparse.ArgumentParser:
     """Options accepted before or after the tool name (after it, they override the ones before).
 
-    Defaults come from the environment as text, so argparse checks them like typed flags.
+    Only the copy before the tool name reads the variables: the copy after it would read them again and
+    override a flag given before the tool name.
     """
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = configargparse.ArgumentParser(add_help=False)
 
-    def default(value: object) -> object:
-        return argparse.SUPPRESS if suppress else value
+    def setting(flag: str, env_var: str, default: object = None, **kwargs: object) -> None:
+        if suppress:
+            parser.add_argument(flag, default=argparse.SUPPRESS, **kwargs)
+        else:
+            parser.add_argument(flag, default=default, env_var=env_var, **kwargs)
 
-    parser.add_argument(
+    setting(
         "--dsn",
-        default=default(os.environ.get("SQLSCOUT_DSN")),
+        "SQLSCOUT_DSN",
         help="SQLite path, sqlite:///path, postgresql://... or a libpq string "
-        "(env SQLSCOUT_DSN; default: the bundled demo database)",
+        "(default: the bundled demo database)",
     )
-    parser.add_argument(
+    setting(
         "--timeout",
+        "SQLSCOUT_TIMEOUT",
+        10.0,
         type=_positive(float),
         metavar="SECONDS",
-        default=default(os.environ.get("SQLSCOUT_TIMEOUT", "10")),
-        help="statement timeout (env SQLSCOUT_TIMEOUT; default 10)",
+        help="statement timeout (default 10)",
     )
-    parser.add_argument(
+    setting(
         "--max-rows",
+        "SQLSCOUT_MAX_ROWS",
+        1000,
         type=_positive(int),
         metavar="N",
-        default=default(os.environ.get("SQLSCOUT_MAX_ROWS", "1000")),
-        help="row cap per query (env SQLSCOUT_MAX_ROWS; default 1000)",
+        help="row cap per query (default 1000)",
     )
-    parser.add_argument(
+    setting(
         "--max-chars",
+        "SQLSCOUT_MAX_CHARS",
+        100_000,
         type=_positive(int),
         metavar="N",
-        default=default(os.environ.get("SQLSCOUT_MAX_CHARS", "100000")),
-        help="character cap per query result (env SQLSCOUT_MAX_CHARS; default 100000)",
+        help="character cap per query result (default 100000)",
     )
     parser.add_argument(
-        "--json", action="store_true", default=default(False), help="print JSON instead of text"
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="print JSON instead of text",
     )
-    parser.add_argument(
+    setting(
         "--log-level",
-        default=default(os.environ.get("SQLSCOUT_LOG_LEVEL", "WARNING")),
+        "SQLSCOUT_LOG_LEVEL",
+        "WARNING",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="log level on stderr (env SQLSCOUT_LOG_LEVEL; default WARNING)",
+        help="log level on stderr (default WARNING)",
     )
-    parser.add_argument(
+    setting(
         "--cache-dir",
+        "SQLSCOUT_CACHE_DIR",
         metavar="DIR",
-        default=default(os.environ.get("SQLSCOUT_CACHE_DIR")),
-        help="where the demo database and value indexes live (env SQLSCOUT_CACHE_DIR; default ~/.cache/sqlscout)",
+        help="where the demo database and value indexes live (default ~/.cache/sqlscout)",
     )
     return parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser(
         prog="python -m dbtools",
         description="Read-only database tools over SQLite and PostgreSQL.",
         parents=[_common_options(suppress=False)],

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sqlite3
 import sys
 
+import configargparse
 import psycopg
 
 from dbtools.demo.build import build_demo
 from dbtools.demo.cache import DEFAULT_SEED, default_demo_path
 from dbtools.demo.postgres import load_postgres
 from dbtools.errors import DatabaseToolError
-
-
-def _env(name: str, default=None):
-    return os.environ.get(f"SQLSCOUT_{name}", default)
 
 
 def _positive_scale(text: str) -> float:
@@ -30,46 +26,57 @@ def _positive_scale(text: str) -> float:
     return scale
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dbtools.demo", description=__doc__)
+def build_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser(prog="python -m dbtools.demo", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="generate the demo SQLite database")
     build.add_argument(
         "--out",
-        default=_env("DEMO_OUT"),
-        help="output file (env SQLSCOUT_DEMO_OUT; default: the cached default demo database)",
+        env_var="SQLSCOUT_DEMO_OUT",
+        help="output file (default: the cached default demo database)",
     )
     build.add_argument(
         "--scale",
         type=_positive_scale,
-        default=_env("DEMO_SCALE", "1"),
-        help="multiplier of the fact tables' rows; 1 gives about 760k rows, 8 about 5M "
-        "(env SQLSCOUT_DEMO_SCALE)",
+        default=1.0,
+        env_var="SQLSCOUT_DEMO_SCALE",
+        help="multiplier of the fact tables' rows; 1 gives about 760k rows, 8 about 5M",
     )
     build.add_argument(
         "--seed",
         type=int,
-        default=_env("DEMO_SEED", str(DEFAULT_SEED)),
-        help="random seed; the same seed and scale give the same content (env SQLSCOUT_DEMO_SEED)",
+        default=DEFAULT_SEED,
+        env_var="SQLSCOUT_DEMO_SEED",
+        help="random seed; the same seed and scale give the same content",
     )
     load = commands.add_parser("load-postgres", help="copy a demo SQLite database into PostgreSQL")
     load.add_argument(
-        "dsn",
-        nargs="?",
-        default=_env("DEMO_PG_DSN"),
-        help="PostgreSQL URL or libpq string of the target database (env SQLSCOUT_DEMO_PG_DSN)",
+        "dsn", nargs="?", metavar="DSN", help="PostgreSQL URL or libpq string of the target database"
+    )
+    # A positional argument cannot read a variable: the option beside it does.
+    load.add_argument(
+        "--dsn",
+        dest="dsn_option",
+        metavar="DSN",
+        env_var="SQLSCOUT_DEMO_PG_DSN",
+        help="the target database, when DSN is not given",
     )
     load.add_argument(
         "--source",
-        default=_env("DEMO_SOURCE"),
-        help="demo SQLite file to copy (env SQLSCOUT_DEMO_SOURCE; default: the default demo database)",
+        env_var="SQLSCOUT_DEMO_SOURCE",
+        help="demo SQLite file to copy (default: the default demo database)",
     )
     load.add_argument(
         "--replace",
         action="store_true",
-        default=_env("DEMO_REPLACE") == "1",
-        help="drop demo tables that already exist in the target (env SQLSCOUT_DEMO_REPLACE=1)",
+        env_var="SQLSCOUT_DEMO_REPLACE",
+        help="drop demo tables that already exist in the target",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
     try:
@@ -82,9 +89,10 @@ def main(argv: list[str] | None = None) -> int:
             stats = build_demo(args.out, scale=args.scale, seed=args.seed)
             print(stats.path)
         else:
-            if not args.dsn:
+            dsn = args.dsn or args.dsn_option
+            if not dsn:
                 parser.error("give the target DSN (or set SQLSCOUT_DEMO_PG_DSN)")
-            load_postgres(args.dsn, args.source or default_demo_path(), replace=args.replace)
+            load_postgres(dsn, args.source or default_demo_path(), replace=args.replace)
     except (OSError, ValueError, DatabaseToolError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from dbtools.cli import build_parser, main
 from tests.dbtools.test_tool_formats import PUBLISHED_DESCRIBE, PUBLISHED_SELECT
+from tests.usage_errors import usage_error
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -165,3 +167,25 @@ def test_output_cut_short_by_its_reader_ends_quietly(sqlite_dsn):
     stderr = cli.stderr.read().decode()
     assert cli.wait(timeout=60) == 1
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr
+
+
+def test_variables_set_the_options_and_flags_before_or_after_the_tool_win():
+    env = {"SQLSCOUT_DSN": "shop.sqlite", "SQLSCOUT_TIMEOUT": "3", "SQLSCOUT_MAX_ROWS": "7"}
+    parser = build_parser()
+    args = parser.parse_args(["list_tables"], env_vars=env)
+    assert (args.dsn, args.timeout, args.max_rows, args.max_chars) == ("shop.sqlite", 3.0, 7, 100_000)
+    args = parser.parse_args(["--timeout", "5", "list_tables", "--max-rows", "2"], env_vars=env)
+    assert (args.dsn, args.timeout, args.max_rows) == ("shop.sqlite", 5.0, 2)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("SQLSCOUT_MAX_ROWS", "0", "argument --max-rows: must be a positive number: '0'"),
+        ("SQLSCOUT_MAX_CHARS", "lots", "argument --max-chars: not a number: 'lots'"),
+        ("SQLSCOUT_LOG_LEVEL", "chatty", "argument --log-level: invalid choice: 'chatty'"),
+    ],
+)
+def test_a_bad_variable_is_a_usage_error_naming_the_option(variable, value, message, monkeypatch, capsys):
+    monkeypatch.setenv(variable, value)
+    assert message in usage_error(lambda: main(["list_tables"]), capsys)

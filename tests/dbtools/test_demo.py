@@ -13,8 +13,10 @@ import psycopg
 import pytest
 
 from dbtools.demo import GENERATOR_VERSION, build_demo, default_demo_path
+from dbtools.demo.__main__ import build_parser as demo_parser
 from dbtools.demo.__main__ import main as demo_main
 from dbtools.demo.domains import DOMAINS, TABLES
+from tests.usage_errors import usage_error
 
 
 @pytest.fixture(scope="session")
@@ -171,6 +173,44 @@ def test_build_command_rejects_bad_settings_in_one_line(tmp_path, capsys, monkey
     missing = str(tmp_path / "absent" / "x.sqlite")
     assert demo_main(["build", "--out", missing, "--scale", "0.01"]) == 1
     assert f"error: cannot write {missing}: unable to open database file" in capsys.readouterr().err
+
+
+def test_demo_variables_set_the_options_and_flags_win(monkeypatch):
+    monkeypatch.setenv("SQLSCOUT_DEMO_OUT", "demo.sqlite")
+    monkeypatch.setenv("SQLSCOUT_DEMO_SCALE", "2")
+    monkeypatch.setenv("SQLSCOUT_DEMO_SEED", "5")
+    args = demo_parser().parse_args(["build"])
+    assert (args.out, args.scale, args.seed) == ("demo.sqlite", 2.0, 5)
+    assert demo_parser().parse_args(["build", "--seed", "3"]).seed == 3
+    monkeypatch.setenv("SQLSCOUT_DEMO_PG_DSN", "postgresql://db/demo")
+    monkeypatch.setenv("SQLSCOUT_DEMO_SOURCE", "demo.sqlite")
+    monkeypatch.setenv("SQLSCOUT_DEMO_REPLACE", "1")
+    args = demo_parser().parse_args(["load-postgres"])
+    assert (args.dsn_option, args.source, args.replace) == ("postgresql://db/demo", "demo.sqlite", True)
+    assert demo_parser().parse_args(["load-postgres", "--dsn", "postgresql://db/other"]).dsn_option == (
+        "postgresql://db/other"
+    )
+    monkeypatch.setenv("SQLSCOUT_DEMO_REPLACE", "0")
+    assert not demo_parser().parse_args(["load-postgres"]).replace
+
+
+@pytest.mark.parametrize(
+    ("command", "variable", "value", "message"),
+    [
+        ("build", "SQLSCOUT_DEMO_SEED", "x", "argument --seed: invalid int value: 'x'"),
+        (
+            "load-postgres",
+            "SQLSCOUT_DEMO_REPLACE",
+            "maybe",
+            "Unexpected value for SQLSCOUT_DEMO_REPLACE: 'maybe'",
+        ),
+    ],
+)
+def test_a_bad_demo_variable_is_a_usage_error_naming_the_option(
+    command, variable, value, message, monkeypatch, capsys
+):
+    monkeypatch.setenv(variable, value)
+    assert message in usage_error(lambda: demo_main([command]), capsys)
 
 
 def test_load_postgres_refuses_a_source_of_another_version(tmp_path, capsys):
