@@ -11,7 +11,6 @@ ours turn by turn (see prefill_comparison). Usage: `python -m benchmarks.agent_e
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -21,6 +20,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import configargparse
 
 from benchmarks.eval.datasets import load_questions
 from benchmarks.plots import RESULTS_DIR, grouped_bars, stacked_bars
@@ -380,36 +381,37 @@ def draw_plots(out: Path, episodes: list[dict[str, Any]]) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+def build_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser(
         prog="python -m benchmarks.agent_episode", description=__doc__.split("\n")[0]
     )
     parser.add_argument(
         "--model",
-        default=os.environ.get("SQLSCOUT_BENCH_MODEL"),
-        help="model directory (default: a mid-size random checkpoint) [SQLSCOUT_BENCH_MODEL]",
+        env_var="SQLSCOUT_BENCH_MODEL",
+        help="model directory (default: a mid-size random checkpoint)",
     )
     parser.add_argument(
-        "--device",
-        default=os.environ.get("SQLSCOUT_DEVICE", "cpu"),
-        choices=("cpu", "cuda"),
-        help="engine device [SQLSCOUT_DEVICE]",
+        "--device", default="cpu", choices=("cpu", "cuda"), env_var="SQLSCOUT_DEVICE", help="engine device"
     )
     parser.add_argument(
         "--questions",
         nargs="*",
         default=list(SCRIPTS),
         choices=list(SCRIPTS),
-        help="scripted demo questions to run",
+        env_var="SQLSCOUT_BENCH_QUESTIONS",
+        help="scripted demo questions to run (a variable lists them as [id, ...])",
     )
     parser.add_argument(
         "--out",
-        default=os.environ.get("SQLSCOUT_BENCH_OUT", str(RESULTS_DIR)),
-        help="folder for agent_episode.json and agent_episode.png [SQLSCOUT_BENCH_OUT]",
+        default=str(RESULTS_DIR),
+        env_var="SQLSCOUT_BENCH_OUT",
+        help="folder for agent_episode.json and agent_episode.png",
     )
-    args = parser.parse_args(argv)
-    if args.device not in ("cpu", "cuda"):  # argparse checks a flag's choices, not the variable's
-        parser.error(f"SQLSCOUT_DEVICE must be one of cpu, cuda, not {args.device!r}")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         engine = Engine.load(checkpoint(args.model), device=args.device)
     except (ModelDirectoryError, ValueError) as error:

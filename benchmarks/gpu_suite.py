@@ -7,7 +7,6 @@ Needs only torch, triton, numpy and pytest (matplotlib and transformers optional
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import logging
 import math
@@ -18,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import configargparse
 import torch
 
 from benchmarks.kernels.harness import Measurement
@@ -100,34 +100,53 @@ def _machine() -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+def build_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser(
         prog="python -m benchmarks.gpu_suite",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=configargparse.RawDescriptionHelpFormatter,
     )
-    env = os.environ.get
-    parser.add_argument("--out", default=env("SQLSCOUT_GPU_SUITE_OUT", "gpu-suite-out"), help="output folder")
     parser.add_argument(
-        "--full", action="store_true", default=env("SQLSCOUT_GPU_SUITE_FULL") == "1",
+        "--out", default="gpu-suite-out", env_var="SQLSCOUT_GPU_SUITE_OUT", help="output folder"
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        env_var="SQLSCOUT_GPU_SUITE_FULL",
         help="every benchmark shape (16k prefills, 32k decode); may pass the 8-minute mark",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--skip-tests", action="store_true", default=env("SQLSCOUT_GPU_SUITE_SKIP_TESTS") == "1",
+        "--skip-tests",
+        action="store_true",
+        env_var="SQLSCOUT_GPU_SUITE_SKIP_TESTS",
         help="do not run tests/kernels first",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--test-timeout", type=float, default=env("SQLSCOUT_GPU_SUITE_TEST_TIMEOUT", "200"),
+        "--test-timeout",
+        type=float,
+        default=200.0,
+        env_var="SQLSCOUT_GPU_SUITE_TEST_TIMEOUT",
         help="seconds for the kernel tests",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--bench-budget", type=float, default=env("SQLSCOUT_GPU_SUITE_BENCH_BUDGET", "120"),
+        "--bench-budget",
+        type=float,
+        default=120.0,
+        env_var="SQLSCOUT_GPU_SUITE_BENCH_BUDGET",
         help="seconds for the kernel benchmarks; what is left past it is not measured",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--model-timeout", type=float, default=env("SQLSCOUT_GPU_SUITE_MODEL_TIMEOUT", "120"),
+        "--model-timeout",
+        type=float,
+        default=120.0,
+        env_var="SQLSCOUT_GPU_SUITE_MODEL_TIMEOUT",
         help="seconds for the end-to-end decode benchmark",
-    )  # fmt: skip
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print(

@@ -7,7 +7,6 @@ so the ratio is what the protocol and the transport add. Usage: `python -m bench
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -20,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
+import configargparse
 from mcp import Client, StdioServerParameters
 
 from benchmarks.plots import RESULTS_DIR, grouped_bars
@@ -191,27 +191,32 @@ def draw_plot(out: Path, summary: dict[str, dict[str, dict[str, float]]]) -> Non
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+def build_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser(
         prog="python -m benchmarks.mcp_latency", description=__doc__.split("\n")[0]
     )
-    parser.add_argument(
-        "--dsn",
-        default=os.environ.get("SQLSCOUT_DSN"),
-        help="database (default: the demo database) [SQLSCOUT_DSN]",
-    )
+    parser.add_argument("--dsn", env_var="SQLSCOUT_DSN", help="database (default: the demo database)")
     parser.add_argument(
         "--repeats",
         type=int,
-        default=os.environ.get("SQLSCOUT_BENCH_REPEATS", "50"),
-        help="timed calls per tool and transport [SQLSCOUT_BENCH_REPEATS]",
+        default=50,
+        env_var="SQLSCOUT_BENCH_REPEATS",
+        help="timed calls per tool and transport",
     )
-    parser.add_argument("--warmup", type=int, default=5, help="untimed calls first")
+    parser.add_argument(
+        "--warmup", type=int, default=5, env_var="SQLSCOUT_BENCH_WARMUP", help="untimed calls first"
+    )
     parser.add_argument(
         "--out",
-        default=os.environ.get("SQLSCOUT_BENCH_OUT", str(RESULTS_DIR)),
-        help="folder for mcp_latency.json and mcp_latency.png [SQLSCOUT_BENCH_OUT]",
+        default=str(RESULTS_DIR),
+        env_var="SQLSCOUT_BENCH_OUT",
+        help="folder for mcp_latency.json and mcp_latency.png",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request would drown the table

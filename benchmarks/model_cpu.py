@@ -8,7 +8,6 @@ weight matrix the token reads), then records them in benchmarks/RESULTS.md under
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
 import platform
@@ -17,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import configargparse
 import torch
 
 from benchmarks.model_results import record_section
@@ -199,20 +199,37 @@ def report(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.model_cpu", description=__doc__)
-    parser.add_argument("--prompt-tokens", type=int, default=256)
-    parser.add_argument("--new-tokens", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=5)
+def build_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser(prog="python -m benchmarks.model_cpu", description=__doc__)
+    parser.add_argument(
+        "--prompt-tokens", type=int, default=256, env_var="SQLSCOUT_BENCH_PROMPT_TOKENS", help="prompt length"
+    )
+    parser.add_argument(
+        "--new-tokens", type=int, default=64, env_var="SQLSCOUT_BENCH_NEW_TOKENS", help="tokens decoded"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=5, env_var="SQLSCOUT_BENCH_REPEATS", help="timed runs, median kept"
+    )
     parser.add_argument(
         "--threads",
         type=int,
         nargs="+",
         default=[1, 2],
-        help="torch thread counts to measure, both engines at each (cores are shared)",
+        env_var="SQLSCOUT_BENCH_THREADS",
+        help="torch thread counts to measure, both engines at each (cores are shared; a variable lists "
+        "them as [1, 2])",
     )
-    parser.add_argument("--no-record", action="store_true", help="print only, leave RESULTS.md alone")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        env_var="SQLSCOUT_BENCH_NO_RECORD",
+        help="print only, leave RESULTS.md alone",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     text = report([run(args.prompt_tokens, args.new_tokens, args.repeats, n) for n in args.threads])
     if not args.no_record:
         record_section(SECTION, text)

@@ -8,13 +8,13 @@ the numbers as a dict and writes model_decode.json; the summary is printed last.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
+import configargparse
 import torch
 
 from model.engine import Engine
@@ -195,13 +195,25 @@ def summary(r: dict) -> str:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.model_decode", description=__doc__)
-    parser.add_argument("--out", type=Path, default=None, help="directory for model_decode.json")
-    parser.add_argument("--context", type=int, default=4096)
-    parser.add_argument("--new-tokens", type=int, default=256)
-    parser.add_argument("--shapes", choices=tuple(SHAPES), default="2b")
-    args = parser.parse_args()
+def build_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser(prog="python -m benchmarks.model_decode", description=__doc__)
+    parser.add_argument(
+        "--out", type=Path, env_var="SQLSCOUT_BENCH_OUT", help="directory for model_decode.json"
+    )
+    parser.add_argument(
+        "--context", type=int, default=4096, env_var="SQLSCOUT_BENCH_CONTEXT", help="tokens before decoding"
+    )
+    parser.add_argument(
+        "--new-tokens", type=int, default=256, env_var="SQLSCOUT_BENCH_NEW_TOKENS", help="tokens decoded"
+    )
+    parser.add_argument(
+        "--shapes", choices=tuple(SHAPES), default="2b", env_var="SQLSCOUT_BENCH_SHAPES", help="model shapes"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     print(summary(run(args.out, context=args.context, new_tokens=args.new_tokens, shapes=args.shapes)))
 
 

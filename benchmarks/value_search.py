@@ -5,7 +5,6 @@ Run `python -m benchmarks.value_search`; the numbers go to benchmarks/RESULTS.md
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import logging
 import os
@@ -18,6 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
+import configargparse
 import psycopg
 
 from dbtools.cache import cache_dir
@@ -47,10 +47,6 @@ QUERY_SOURCES = [
     ("carriers", "carrier_name"),
     ("suppliers", "supp_nm"),
 ]
-
-
-def _env(name: str, default: str) -> str:
-    return os.environ.get(f"SQLSCOUT_BENCH_{name}", default)
 
 
 def make_queries(db: Database, count: int, seed: int) -> list[tuple[str, str, str]]:
@@ -187,37 +183,42 @@ def write_results(rows: list[dict], total_rows: int, queries: int, scans: int) -
     return section
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.value_search", description=__doc__)
+def build_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser(prog="python -m benchmarks.value_search", description=__doc__)
     parser.add_argument(
         "--scale",
         type=float,
-        default=_env("SCALE", "8.5"),
-        help="demo scale; 8.5 gives about 5.3M rows (env SQLSCOUT_BENCH_SCALE)",
+        default=8.5,
+        env_var="SQLSCOUT_BENCH_SCALE",
+        help="demo scale; 8.5 gives about 5.3M rows",
     )
     parser.add_argument(
-        "--queries",
-        type=int,
-        default=_env("QUERIES", "200"),
-        help="lookups timed per engine (env SQLSCOUT_BENCH_QUERIES)",
+        "--queries", type=int, default=200, env_var="SQLSCOUT_BENCH_QUERIES", help="lookups timed per engine"
     )
     parser.add_argument(
         "--scans",
         type=int,
-        default=_env("SCANS", "5"),
-        help="lookups timed as full LIKE scans, the slow peer (env SQLSCOUT_BENCH_SCANS)",
+        default=5,
+        env_var="SQLSCOUT_BENCH_SCANS",
+        help="lookups timed as full LIKE scans, the slow peer",
     )
     parser.add_argument(
         "--engines",
-        default=_env("ENGINES", "sqlite,postgres"),
-        help="comma-separated: sqlite, postgres (env SQLSCOUT_BENCH_ENGINES)",
+        default="sqlite,postgres",
+        env_var="SQLSCOUT_BENCH_ENGINES",
+        help="comma-separated: sqlite, postgres",
     )
     parser.add_argument(
         "--no-write",
         action="store_true",
-        default=_env("NO_WRITE", "0") == "1",
-        help="print only, leave RESULTS.md alone (env SQLSCOUT_BENCH_NO_WRITE=1)",
+        env_var="SQLSCOUT_BENCH_NO_WRITE",
+        help="print only, leave RESULTS.md alone",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]

@@ -7,7 +7,6 @@ with dev_databases/). Every flag also reads an environment variable, shown in --
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import logging
@@ -18,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import configargparse
 from tqdm import tqdm
 
 from benchmarks.eval.datasets import DEFAULT_PHRASING, FORMATS, EvalQuestion, load_questions
@@ -35,98 +35,105 @@ log = logging.getLogger("benchmarks.eval")
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "sqlscout" / "sqale"
 
 
-def _option(parser: argparse.ArgumentParser, flag: str, env: str, help: str, **kwargs: Any) -> None:
-    """A flag whose default comes from SQLSCOUT_<env> when that variable is set."""
-    name = "SQLSCOUT_" + env
-    kind = kwargs.get("type", str)
-    text = os.environ.get(name) or None
-    if text is not None:
-        try:
-            kwargs["default"] = kind(text)
-        except ValueError:
-            parser.error(f"{name}={text!r} is not a valid {kind.__name__}")
-        if "choices" in kwargs and kwargs["default"] not in kwargs["choices"]:
-            parser.error(f"{name} must be one of {', '.join(kwargs['choices'])}, not {text!r}")
-    parser.add_argument(flag, help=f"{help} [{name}]", **kwargs)
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.eval", description=__doc__.split("\n")[0])
-    _option(parser, "--format", "EVAL_FORMAT", "question set format", choices=FORMATS, default="plain")
-    _option(
-        parser,
+def parse_args(argv: list[str] | None = None) -> configargparse.Namespace:
+    parser = configargparse.ArgumentParser(
+        prog="python -m benchmarks.eval", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="plain",
+        env_var="SQLSCOUT_EVAL_FORMAT",
+        help="question set format",
+    )
+    parser.add_argument(
         "--questions",
-        "EVAL_QUESTIONS",
-        "question file: JSON lines (plain), SQaLe queries "
+        env_var="SQLSCOUT_EVAL_QUESTIONS",
+        help="question file: JSON lines (plain), SQaLe queries "
         "(.parquet or .jsonl) or BIRD dev.json (default for plain: benchmarks/eval/questions/demo.jsonl)",
     )
-    _option(
-        parser,
+    parser.add_argument(
         "--schemas",
-        "EVAL_SCHEMAS",
-        "SQaLe schemas dataset (.parquet or .jsonl); not needed when the question records carry "
+        env_var="SQLSCOUT_EVAL_SCHEMAS",
+        help="SQaLe schemas dataset (.parquet or .jsonl); not needed when the question records carry "
         "full_schema and schema_content",
     )
-    _option(
-        parser, "--db-root", "EVAL_DB_ROOT", "BIRD databases folder (default: dev_databases/ beside dev.json)"
+    parser.add_argument(
+        "--db-root",
+        env_var="SQLSCOUT_EVAL_DB_ROOT",
+        help="BIRD databases folder (default: dev_databases/ beside dev.json)",
     )
-    _option(
-        parser,
+    parser.add_argument(
         "--cache-dir",
-        "EVAL_CACHE_DIR",
-        "where SQaLe databases are built, once per schema",
         default=str(DEFAULT_CACHE_DIR),
+        env_var="SQLSCOUT_EVAL_CACHE_DIR",
+        help="where SQaLe databases are built, once per schema",
     )
-    _option(
-        parser,
+    parser.add_argument(
         "--phrasing",
-        "EVAL_PHRASING",
-        "which of SQaLe's eight question phrasings to ask",
         default=DEFAULT_PHRASING,
+        env_var="SQLSCOUT_EVAL_PHRASING",
+        help="which of SQaLe's eight question phrasings to ask",
     )
-    _option(parser, "--limit", "EVAL_LIMIT", "evaluate only the first N questions", type=int)
-    _option(
-        parser, "--samples", "SAMPLES", "episodes per question, voted on their results", type=int, default=1
+    parser.add_argument(
+        "--limit", type=int, env_var="SQLSCOUT_EVAL_LIMIT", help="evaluate only the first N questions"
     )
-    _option(
-        parser,
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=1,
+        env_var="SQLSCOUT_SAMPLES",
+        help="episodes per question, voted on their results",
+    )
+    parser.add_argument(
         "--model",
-        "MODEL",
-        "model directory for the local engine (with --replay: only its "
+        env_var="SQLSCOUT_MODEL",
+        help="model directory for the local engine (with --replay: only its "
         "tokenizer, chat template and prompts are used)",
     )
-    _option(parser, "--endpoint", "ENDPOINT", "OpenAI-compatible completions endpoint serving the model")
-    _option(parser, "--endpoint-model", "ENDPOINT_MODEL", "model name to request from --endpoint")
-    _option(parser, "--api-key", "API_KEY", "API key for --endpoint")
-    _option(parser, "--device", "DEVICE", "device of the local engine", choices=("cpu", "cuda"))
-    _option(
-        parser,
-        "--replay",
-        "EVAL_REPLAY",
-        "JSON lines of scripted replies by question_id, replayed instead of generating",
+    parser.add_argument(
+        "--endpoint",
+        env_var="SQLSCOUT_ENDPOINT",
+        help="OpenAI-compatible completions endpoint serving the model",
     )
-    _option(
-        parser,
+    parser.add_argument(
+        "--endpoint-model", env_var="SQLSCOUT_ENDPOINT_MODEL", help="model name to request from --endpoint"
+    )
+    parser.add_argument("--api-key", env_var="SQLSCOUT_API_KEY", help="API key for --endpoint")
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), env_var="SQLSCOUT_DEVICE", help="device of the local engine"
+    )
+    parser.add_argument(
+        "--replay",
+        env_var="SQLSCOUT_EVAL_REPLAY",
+        help="JSON lines of scripted replies by question_id, replayed instead of generating",
+    )
+    parser.add_argument(
         "--token-budget",
-        "EVAL_TOKEN_BUDGET",
-        f"tokens per episode, prompt included (the protocol's {EpisodeLimits.token_budget}; "
-        "smaller only to bound test runs)",
         type=int,
         default=EpisodeLimits.token_budget,
+        env_var="SQLSCOUT_EVAL_TOKEN_BUDGET",
+        help=f"tokens per episode, prompt included (the protocol's {EpisodeLimits.token_budget}; "
+        "smaller only to bound test runs)",
     )
-    _option(parser, "--seed", "EVAL_SEED", "sampling seed (default: unseeded)", type=int)
-    _option(
-        parser,
+    parser.add_argument(
+        "--seed", type=int, env_var="SQLSCOUT_EVAL_SEED", help="sampling seed (default: unseeded)"
+    )
+    parser.add_argument(
         "--query-timeout",
-        "EVAL_QUERY_TIMEOUT",
-        "statement timeout in seconds for the agent's queries and for scoring",
         type=float,
         default=30.0,
+        env_var="SQLSCOUT_EVAL_QUERY_TIMEOUT",
+        help="statement timeout in seconds for the agent's queries and for scoring",
     )
-    _option(
-        parser, "--out", "EVAL_OUT", "write the JSON report here and every episode to <out>.episodes.jsonl"
+    parser.add_argument(
+        "--out",
+        env_var="SQLSCOUT_EVAL_OUT",
+        help="write the JSON report here and every episode to <out>.episodes.jsonl",
     )
-    _option(parser, "--log-level", "LOG_LEVEL", "stderr log level", default="WARNING")
+    parser.add_argument(
+        "--log-level", default="WARNING", env_var="SQLSCOUT_LOG_LEVEL", help="stderr log level"
+    )
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be at least 1")

@@ -1,11 +1,10 @@
 """The episode benchmark's forced replay: real tool calls, and each token of the episode run through the model once."""
 
-import pytest
-
 from benchmarks.agent_episode import _call, _turn, main, run_episode
 from benchmarks.eval.datasets import load_questions
 from dbtools.engines import open_database
 from model.engine import Engine
+from tests.usage_errors import usage_error
 
 
 def test_forced_replay_runs_every_token_once_and_counts_the_resend_peer(tiny_model_dir):
@@ -30,7 +29,5 @@ def test_a_bad_device_or_model_directory_is_reported_in_one_line(tmp_path, capsy
     assert main(["--model", str(tmp_path / "absent"), "--out", str(tmp_path)]) == 1
     assert "error: model directory" in capsys.readouterr().err
     monkeypatch.setenv("SQLSCOUT_DEVICE", "gpu")
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--out", str(tmp_path)])
-    assert exit_info.value.code == 2
-    assert "SQLSCOUT_DEVICE must be one of cpu, cuda, not 'gpu'" in capsys.readouterr().err
+    err = usage_error(lambda: main(["--out", str(tmp_path)]), capsys)
+    assert "argument --device: invalid choice: 'gpu'" in err

@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from benchmarks.eval.datasets import load_questions
-from benchmarks.eval.evaluate import main
+from benchmarks.eval.evaluate import main, parse_args
 from dbtools.engines import open_database
 from tests.benchmarks.dataset_files import (
     OTHER_SCHEMA,
@@ -16,6 +16,7 @@ from tests.benchmarks.dataset_files import (
     bird_folder,
     write_parquet,
 )
+from tests.usage_errors import usage_error
 
 DEMO = load_questions("plain")
 
@@ -141,15 +142,24 @@ def test_without_a_model_the_error_says_how_to_configure_one(capsys, monkeypatch
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [
-        ("SQLSCOUT_EVAL_LIMIT", "ten", "SQLSCOUT_EVAL_LIMIT='ten' is not a valid int"),
-        ("SQLSCOUT_EVAL_FORMAT", "csv", "SQLSCOUT_EVAL_FORMAT must be one of plain, sqale, bird, not 'csv'"),
+        ("SQLSCOUT_EVAL_LIMIT", "ten", "argument --limit: invalid int value: 'ten'"),
+        ("SQLSCOUT_EVAL_FORMAT", "csv", "argument --format: invalid choice: 'csv'"),
+        ("SQLSCOUT_EVAL_LIMIT", "0", "--limit must be at least 1"),
     ],
 )
 def test_a_bad_environment_value_is_a_usage_error(variable, value, message, capsys, monkeypatch):
     monkeypatch.setenv(variable, value)
-    with pytest.raises(SystemExit) as exit_info:
-        main([])
-    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    assert message in usage_error(lambda: main([]), capsys)
+
+
+def test_variables_set_the_options_and_flags_win(monkeypatch):
+    monkeypatch.setenv("SQLSCOUT_EVAL_LIMIT", "3")
+    monkeypatch.setenv("SQLSCOUT_EVAL_FORMAT", "bird")
+    monkeypatch.setenv("SQLSCOUT_SAMPLES", "2")
+    args = parse_args([])
+    assert (args.limit, args.format, args.samples) == (3, "bird", 2)
+    args = parse_args(["--limit", "1", "--format", "plain"])
+    assert (args.limit, args.format, args.samples) == (1, "plain", 2)
 
 
 def test_tiny_random_model_episodes_end_cleanly(tmp_path, tiny_model_dir):
