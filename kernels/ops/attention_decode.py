@@ -78,8 +78,7 @@ def _decode_split_kernel(
         # The new token is the row's last key, so every key below hi is visible: only the tail is masked.
         acc, m_i, l_i = attend_key_block(
             q, acc, m_i, l_i, k_base, v_base, stride_ks, stride_vs, n0, hi, None, offs_d, d_mask,
-            qk_scale, BLOCK_N, MASK_TAIL=True, CAUSAL_MASK=False,
-            LOW_PRECISION_DOT=LOW_PRECISION_DOT, DOT_PRECISION=DOT_PRECISION,
+            qk_scale, BLOCK_N, LOW_PRECISION_DOT, DOT_PRECISION, MASK_TAIL=True, CAUSAL_MASK=False,
         )  # fmt: skip
 
     # An empty split (past the row's length) leaves weight zero in the combine: lse = -inf, output 0.

@@ -77,14 +77,12 @@ def _attention_prefill_kernel(
     for n0 in range(0, unmasked_end, BLOCK_N):
         acc, m_i, l_i = attend_key_block(
             q, acc, m_i, l_i, k_base, v_base, stride_ks, stride_vs, n0, kv_end, q_pos, offs_d, d_mask,
-            qk_scale, BLOCK_N, MASK_TAIL=False, CAUSAL_MASK=False,
-            LOW_PRECISION_DOT=LOW_PRECISION_DOT, DOT_PRECISION=DOT_PRECISION,
+            qk_scale, BLOCK_N, LOW_PRECISION_DOT, DOT_PRECISION, MASK_TAIL=False, CAUSAL_MASK=False,
         )  # fmt: skip
     for n0 in range(unmasked_end, kv_end, BLOCK_N):
         acc, m_i, l_i = attend_key_block(
             q, acc, m_i, l_i, k_base, v_base, stride_ks, stride_vs, n0, kv_end, q_pos, offs_d, d_mask,
-            qk_scale, BLOCK_N, MASK_TAIL=True, CAUSAL_MASK=True,
-            LOW_PRECISION_DOT=LOW_PRECISION_DOT, DOT_PRECISION=DOT_PRECISION,
+            qk_scale, BLOCK_N, LOW_PRECISION_DOT, DOT_PRECISION, MASK_TAIL=True, CAUSAL_MASK=True,
         )  # fmt: skip
 
     g_offsets = b.to(tl.int64) * stride_gb + offs_m[:, None].to(tl.int64) * stride_gt + h * stride_gh

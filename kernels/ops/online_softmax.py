@@ -23,10 +23,10 @@ def attend_key_block(
     d_mask,
     qk_scale,
     BLOCK_N: tl.constexpr,
-    MASK_TAIL: tl.constexpr,
-    CAUSAL_MASK: tl.constexpr,
     LOW_PRECISION_DOT: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
+    MASK_TAIL: tl.constexpr,
+    CAUSAL_MASK: tl.constexpr,
 ):
     """Keys and values [n0, n0 + BLOCK_N) against the query tile q; returns the updated (acc, m_i, l_i).
 
