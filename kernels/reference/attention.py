@@ -14,12 +14,17 @@ def attention(
     start: torch.Tensor,
     scale: float,
 ) -> torch.Tensor:
-    """Query t of row b attends to keys [0, start[b] + t]; returns attn * sigmoid(gate) as [B, T, Hq, D]."""
+    """Query t of row b attends to keys [0, start[b] + t]; returns attn * sigmoid(gate) as [B, T, Hq, D].
+
+    One new token per row (decode) reads no value back to the host, so a CUDA graph can hold it: it attends
+    over the whole cache under a mask built on the device. Longer inputs (prefill, never captured) cut the
+    cache at the longest row first.
+    """
     batch, new_tokens, q_heads, head_dim = q.shape
     kv_heads = k_cache.shape[1]
     group = q_heads // kv_heads
     start = start.to(device=q.device, dtype=torch.long)
-    kv_len = int(start.max()) + new_tokens
+    kv_len = k_cache.shape[2] if new_tokens == 1 else int(start.max()) + new_tokens
     # Queries of one KV group are stacked along the sequence axis so the cache is never repeated per head.
     qg = q.float().permute(0, 2, 1, 3).reshape(batch, kv_heads, group * new_tokens, head_dim)
     keys = k_cache[:, :, :kv_len].float()
@@ -31,14 +36,13 @@ def attention(
     return (out * torch.sigmoid(gate.float())).to(q.dtype)
 
 
-def _mask(start: torch.Tensor, new_tokens: int, group: int, kv_len: int) -> torch.Tensor | None:
-    """The visibility mask [B, 1, group * T, S] for SDPA, or None when every query sees every cached key."""
+def _mask(start: torch.Tensor, new_tokens: int, group: int, kv_len: int) -> torch.Tensor:
+    """The visibility mask [B, 1, group * T, S] for SDPA (query t of row b sees keys up to start[b] + t)."""
     batch = start.shape[0]
+    positions = torch.arange(kv_len, device=start.device)
     if new_tokens == 1:
-        if batch == 1:
-            return None
         # One query per row: a [B, 1, 1, S] mask broadcasts over heads and the stacked group.
-        return (torch.arange(kv_len, device=start.device) <= start[:, None])[:, None, None, :]
+        return (positions <= start[:, None])[:, None, None, :]
     query_pos = start[:, None] + torch.arange(new_tokens, device=start.device)  # [B, T]
-    visible = torch.arange(kv_len, device=start.device)[None, None, :] <= query_pos[:, :, None]  # [B, T, S]
+    visible = positions[None, None, :] <= query_pos[:, :, None]  # [B, T, S]
     return visible[:, None].repeat(1, 1, group, 1).reshape(batch, 1, group * new_tokens, kv_len)
