@@ -70,12 +70,25 @@ class ModelCache:
 
         KV entries past `tokens` are not read before they are written, so they are left as they are.
         """
+        self.copy_span_(source, 0, tokens, source_row)
+
+    def copy_span_(self, source: ModelCache, begin: int, end: int, source_row: int | None = None) -> None:
+        """Copy source's KV positions [begin, end) and its whole GDN states (of one source row into every row
+        when source_row is given); the two caches may differ in max_tokens."""
         pick = slice(None) if source_row is None else slice(source_row, source_row + 1)
         for (k, v), (sk, sv) in zip(self.kv, source.kv, strict=True):
-            k[:, :, :tokens].copy_(sk[pick, :, :tokens])
-            v[:, :, :tokens].copy_(sv[pick, :, :tokens])
+            k[:, :, begin:end].copy_(sk[pick, :, begin:end])
+            v[:, :, begin:end].copy_(sv[pick, :, begin:end])
         for mine, theirs in zip(self.conv + self.recurrent, source.conv + source.recurrent, strict=True):
             mine.copy_(theirs[pick])
+
+    def prefix(self, tokens: int) -> ModelCache:
+        """A view whose KV caches stop after the first tokens positions (GDN states whole), updated in place."""
+        return ModelCache(
+            kv=[(k[:, :, :tokens], v[:, :, :tokens]) for k, v in self.kv],
+            conv=self.conv,
+            recurrent=self.recurrent,
+        )
 
     def clone_prefix(self, tokens: int) -> ModelCache:
         """A compact copy holding only the first tokens KV positions (for snapshots)."""

@@ -1,29 +1,38 @@
-"""Captures a fixed-shape step (the batched one-token decode) as a CUDA graph and replays it."""
+"""Captures a fixed-shape step (the batched one-token decode) as a CUDA graph that later calls replay."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 
 
-class CapturedStep:
-    """Replays `step` from a CUDA graph; step must read and write only tensors that outlive the graph.
+class StepCapture(Protocol):
+    """Turns a step into a replayable one; the engine asks once per batch size and sampling mode."""
 
-    step runs a few times on a side stream before capture (Triton compiles, allocator warms up), so it must
-    be harmless to run then: the decode step is captured with every row sitting out.
+    def capture(self, step: Callable[[], None]) -> Callable[[], None]: ...
+
+
+class CudaGraphCapture:
+    """Captures steps as CUDA graphs that share one memory pool (they never run at the same time).
+
+    A step must read and write only tensors that outlive its graph, and must be harmless to run: it runs
+    `warmup` times on a side stream before the capture (Triton compiles, the allocator warms up).
     """
 
-    def __init__(self, step: Callable[[], None], *, pool=None, warmup: int = 2) -> None:
+    def __init__(self, warmup: int = 2) -> None:
+        self.warmup = warmup
+        self.pool = torch.cuda.graph_pool_handle()
+
+    def capture(self, step: Callable[[], None]) -> Callable[[], None]:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            for _ in range(warmup):
+            for _ in range(self.warmup):
                 step()
         torch.cuda.current_stream().wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=pool):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
             step()
-
-    def __call__(self) -> None:
-        self.graph.replay()
+        return graph.replay

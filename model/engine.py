@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,18 +12,27 @@ import torch
 
 from model.cache import ModelCache
 from model.config import Qwen35Config
-from model.cuda_graph import CapturedStep
+from model.cuda_graph import CudaGraphCapture, StepCapture
 from model.loader import check_model_dir, load_weights
 from model.qwen35 import Qwen35Model
-from model.sampling import SamplingParams, candidate_count, draw_noise, make_generator, sample
+from model.sampling import SamplingParams, draw_noise, make_generator, sample, sampling_mode
 from model.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
+
+# Width of the stop-id buffer a decode step compares against (padded with -1): stop lists up to this long
+# share one step; a longer one gets the next power of two.
+STOP_SLOTS = 8
 
 
 def _is_stop(tokens: torch.Tensor, stop_ids: torch.Tensor) -> torch.Tensor:
     """Whether each token is a stop id, by a broadcast compare that a CUDA graph can hold."""
     return (tokens[:, None] == stop_ids[None, :]).any(-1)
+
+
+def _stop_width(count: int) -> int:
+    """Slots of the stop-id buffer for count stop ids."""
+    return max(STOP_SLOTS, 1 << (count - 1).bit_length())
 
 
 def default_device() -> torch.device:
@@ -43,7 +54,10 @@ class Engine:
         max_context: int = 32768,
         prefill_chunk: int = 2048,
         cuda_graph: bool = True,
+        capture: StepCapture | None = None,
     ) -> None:
+        """cuda_graph: capture decode steps as CUDA graphs on a CUDA device; capture: a StepCapture to use
+        instead (on any device)."""
         self.model = model
         self.tokenizer = tokenizer
         self.config: Qwen35Config = model.config
@@ -51,10 +65,17 @@ class Engine:
         self.dtype = model.dtype
         self.max_context = max_context
         self.prefill_chunk = prefill_chunk
-        self.cuda_graph = cuda_graph and self.device.type == "cuda"
+        if capture is None and cuda_graph and self.device.type == "cuda":
+            capture = CudaGraphCapture()
+        self.capture = capture
+        self._workspaces: dict[int, Decoder] = {}
         # On a GPU the host checks for finished rows only every few tokens so the device never waits.
         self.sync_every = 8 if self.device.type == "cuda" else 1
-        self.graph_pool = torch.cuda.graph_pool_handle() if self.cuda_graph else None
+
+    @property
+    def cuda_graph(self) -> bool:
+        """Whether decode steps are captured and replayed (False once a capture has failed)."""
+        return self.capture is not None
 
     @classmethod
     def load(
@@ -88,6 +109,128 @@ class Engine:
         """A session of batch_size empty rows, each holding up to max_tokens (default max_context) tokens."""
         return Session(self, batch_size, max_tokens or self.max_context)
 
+    def workspace(self, batch_size: int) -> Decoder:
+        """The capturing decoder that every session of batch_size shares (see Decoder), made on first use."""
+        if self.capture is None:
+            raise RuntimeError("this engine captures no decode steps: sessions decode in their own caches")
+        decoder = self._workspaces.get(batch_size)
+        if decoder is None:
+            cache = ModelCache.allocate(
+                self.config, batch_size, self.max_context + 1, self.device, self.dtype
+            )
+            decoder = self._workspaces[batch_size] = Decoder(self.model, cache, self.capture)
+        return decoder
+
+    def stop_capturing(self, reason: Exception) -> None:
+        """Fall back to eager decoding for good (sessions decode in their own caches from now on)."""
+        log.warning(
+            "decode step could not be captured as a CUDA graph, decoding eagerly from now on: %s", reason
+        )
+        self.capture = None
+        self._workspaces.clear()
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    """One decode step and the buffers only it uses: noise (None when greedy) and the stop ids.
+
+    run(kv_bound) takes a host-side bound on the KV positions the step reads and writes: an eager step
+    attends over only those, a replayed graph over the whole cache under its device-side mask.
+    """
+
+    run: Callable[[int], None]
+    noise: torch.Tensor | None
+    stop: torch.Tensor
+
+
+class Decoder:
+    """The batched one-token decode of B rows over one cache: the static buffers every step reads and writes,
+    and one step per (sampling mode, stop-list width), captured when the decoder has a StepCapture.
+
+    A captured step replays fixed kernels on fixed addresses, so a capturing decoder belongs to the engine,
+    one per batch size, and is shared by the sessions of that size in turn (as gpt-fast and nano-vllm keep
+    one static cache per batch size): generate() copies the session's state in (its used KV prefix and the
+    GDN states), replays the step, and copies the new KV positions and the GDN states back. The copies cost
+    O(used tokens) per generate() call, small next to the decode steps they serve, and no session's only copy
+    of its state is ever in the shared cache. A session without captured steps decodes in its own cache
+    through a decoder of its own.
+
+    The cache's last KV position is spare, never a real token: a row sitting out a step writes its scratch
+    key at its own length (at most the spare), and a capture runs with every row sitting out at the spare
+    position, so the capture's warm-up and recording write only the spare slot, the spare output column and
+    GDN states that the masked update leaves as they are (and that the copy-in overwrites before use).
+    """
+
+    def __init__(self, model: Qwen35Model, cache: ModelCache, capture: StepCapture | None = None) -> None:
+        self.model = model
+        self.cache = cache
+        self.capture = capture
+        self.lock = threading.Lock()
+        batch = cache.batch_size
+        device = model.device
+        self.spare = cache.max_tokens - 1
+        self.tokens = torch.zeros(batch, dtype=torch.long, device=device)
+        self.start = torch.zeros(batch, dtype=torch.long, device=device)
+        self.active = torch.zeros(batch, dtype=torch.bool, device=device)
+        self.generated = torch.zeros(batch, dtype=torch.long, device=device)
+        self.limit = torch.zeros(batch, dtype=torch.long, device=device)
+        # Column `spare` takes the tokens sampled for rows that sit out.
+        self.out = torch.zeros(batch, cache.max_tokens, dtype=torch.long, device=device)
+        self.zero_index = torch.zeros(batch, dtype=torch.long, device=device)
+        self.temperature = torch.ones(1, device=device)
+        self.top_p = torch.ones(1, device=device)
+        self._steps: dict[tuple, DecodeStep] = {}
+
+    @property
+    def captured(self) -> bool:
+        return self.capture is not None
+
+    def step(self, sampling: SamplingParams, stop_width: int) -> DecodeStep:
+        """The step for sampling's mode and stop_width stop ids, made (and captured) on first use; RuntimeError
+        when the capture fails."""
+        mode = sampling_mode(sampling, self.model.config.vocab_size)
+        key = (mode, stop_width)
+        if key in self._steps:
+            return self._steps[key]
+        device = self.model.device
+        batch = self.cache.batch_size
+        noise = None if mode is None else torch.ones(batch, mode[0], device=device)
+        stop = torch.full((stop_width,), -1, dtype=torch.long, device=device)
+        captured = self.captured
+
+        def run(kv_bound: int | None = None) -> None:
+            was_active = self.active
+            # An eager step may look at the host: when every row runs, the sit-out masking is skipped.
+            everyone = not captured and bool(was_active.all())
+            cache = self.cache if kv_bound is None else self.cache.prefix(kv_bound)
+            logits = self.model.forward(
+                self.tokens[:, None],
+                self.start,
+                cache,
+                logits_at=self.zero_index,
+                active=None if everyone else was_active,
+            )
+            new = sample(logits, sampling, noise, temperature=self.temperature, top_p=self.top_p)
+            column = torch.where(was_active, self.generated, self.spare)
+            self.out.scatter_(1, column[:, None], new[:, None])
+            self.start.add_(was_active)
+            self.generated.add_(was_active)
+            self.tokens.copy_(torch.where(was_active, new, self.tokens))
+            self.active.copy_(was_active & ~_is_stop(new, stop) & (self.generated < self.limit))
+
+        if captured:
+            # Every row sits out at the spare position while the step is warmed up and recorded.
+            self.start.fill_(self.spare)
+            self.active.zero_()
+            self.generated.zero_()
+            self.limit.zero_()
+            replay = self.capture.capture(run)
+            entry = DecodeStep(lambda kv_bound: replay(), noise, stop)
+        else:
+            entry = DecodeStep(run, noise, stop)
+        self._steps[key] = entry
+        return entry
+
 
 @dataclass
 class Snapshot:
@@ -116,15 +259,7 @@ class Session:
         self._processed = [0] * batch_size
         self._pending: list[list[int]] = [[] for _ in range(batch_size)]
         self._last_logits = torch.zeros(batch_size, engine.config.vocab_size, device=device)
-        # Static decode buffers: the captured graph reads and writes exactly these tensors.
-        self._tokens = torch.zeros(batch_size, dtype=torch.long, device=device)
-        self._start = torch.zeros(batch_size, dtype=torch.long, device=device)
-        self._active = torch.zeros(batch_size, dtype=torch.bool, device=device)
-        self._generated = torch.zeros(batch_size, dtype=torch.long, device=device)
-        self._limit = torch.zeros(batch_size, dtype=torch.long, device=device)
-        self._out = torch.zeros(batch_size, max_tokens + 1, dtype=torch.long, device=device)
-        self._zero_index = torch.zeros(batch_size, dtype=torch.long, device=device)
-        self._graphs: dict[tuple, tuple[CapturedStep, torch.Tensor | None, torch.Tensor]] = {}
+        self._eager: Decoder | None = None  # decodes in self.cache when the engine captures no steps
 
     @property
     def lengths(self) -> list[int]:
@@ -211,31 +346,62 @@ class Session:
             limit_per_row[r] = max(0, min(limit, self.max_tokens - self._processed[r]))
         if max(limit_per_row) == 0:
             return [[] for _ in rows]
+        stop = sorted(stop_ids) or [-1]
+        decoder = self._decoder()
+        with decoder.lock:
+            try:
+                step = decoder.step(sampling, _stop_width(len(stop)))
+            except RuntimeError as error:
+                self.engine.stop_capturing(error)
+                decoder.capture = None  # this call still decodes, eagerly, in the dropped workspace
+                step = decoder.step(sampling, _stop_width(len(stop)))
+            return self._decode(rows, limit_per_row, sampling, stop, decoder, step)
+
+    def _decode(
+        self,
+        rows: list[int],
+        limit_per_row: list[int],
+        sampling: SamplingParams,
+        stop: list[int],
+        decoder: Decoder,
+        step: DecodeStep,
+    ) -> list[list[int]]:
         device = self.engine.device
-        stop = torch.tensor(sorted(stop_ids) or [-1], dtype=torch.long, device=device)
-        step, noise, stop_buffer = self._decode_step(sampling, len(stop))
-        stop_buffer.copy_(stop)
+        shared = decoder.cache is not self.cache
+        longest = max(self._processed)
+        if shared:
+            decoder.cache.copy_prefix_(self.cache, longest)
+        step.stop.fill_(-1)
+        step.stop[: len(stop)].copy_(torch.tensor(stop, dtype=torch.long, device=device))
+        decoder.temperature.fill_(sampling.temperature)
+        decoder.top_p.fill_(sampling.top_p)
+        noise = step.noise
         generator = None
         if noise is not None:
             generator = make_generator(sampling, device)
             draw_noise(noise, generator)
-        self._limit.copy_(torch.tensor(limit_per_row, device=device))
-        self._start.copy_(torch.tensor(self._processed, device=device))
-        selected = self._limit > 0
-        first = sample(self._last_logits, sampling, noise)
-        self._tokens.copy_(first)
-        self._out[:, 0] = first
-        self._generated.copy_(selected.long())
-        self._active.copy_(selected & ~_is_stop(first, stop_buffer) & (self._generated < self._limit))
+        decoder.limit.copy_(torch.tensor(limit_per_row, device=device))
+        decoder.start.copy_(torch.tensor(self._processed, device=device))
+        selected = decoder.limit > 0
+        first = sample(
+            self._last_logits, sampling, noise, temperature=decoder.temperature, top_p=decoder.top_p
+        )
+        decoder.tokens.copy_(first)
+        decoder.out[:, 0] = first
+        decoder.generated.copy_(selected.long())
+        decoder.active.copy_(selected & ~_is_stop(first, step.stop) & (decoder.generated < decoder.limit))
         for done in range(1, max(limit_per_row)):
             if noise is not None:
                 draw_noise(noise, generator)
-            step()
-            if done % self.engine.sync_every == 0 and not bool(self._active.any()):
+            step.run(longest + done)
+            if done % self.engine.sync_every == 0 and not bool(decoder.active.any()):
                 break
-        generated = self._generated.tolist()
-        starts = self._start.tolist()
-        outputs = self._out[:, : max(generated)].cpu()
+        generated = decoder.generated.tolist()
+        starts = decoder.start.tolist()
+        if shared:
+            # Entries past a row's new length are scratch: copying them along is harmless.
+            self.cache.copy_span_(decoder.cache, min(self._processed), max(starts))
+        outputs = decoder.out[:, : max(generated)].cpu()
         result = []
         for r in rows:
             tokens = outputs[r, : generated[r]].tolist()
@@ -245,52 +411,15 @@ class Session:
             result.append(tokens)
         return result
 
-    def _decode_step(self, sampling: SamplingParams, stop_count: int):
-        """The one-token step for these sampling settings, captured as a CUDA graph on a GPU.
-
-        Returns (step, noise buffer or None when greedy, stop-id buffer).
-        """
-        key = (sampling.temperature, sampling.top_p, sampling.top_k, stop_count)
-        if key in self._graphs:
-            return self._graphs[key]
-        device = self.engine.device
-        width = candidate_count(sampling, self.engine.config.vocab_size)
-        noise = None if sampling.greedy else torch.ones(self.batch_size, width, device=device)
-        stop = torch.full((stop_count,), -1, dtype=torch.long, device=device)
-        scratch_column = self._out.shape[1] - 1
-
-        def step() -> None:
-            was_active = self._active
-            # Without a graph the host may look: when every row runs, the sit-out masking is skipped.
-            masked = self.engine.cuda_graph or not bool(was_active.all())
-            logits = self.model.forward(
-                self._tokens[:, None],
-                self._start,
-                self.cache,
-                logits_at=self._zero_index,
-                active=was_active if masked else None,
-            )
-            new = sample(logits, sampling, noise)
-            column = torch.where(was_active, self._generated, scratch_column)
-            self._out.scatter_(1, column[:, None], new[:, None])
-            self._start.add_(was_active)
-            self._generated.add_(was_active)
-            self._tokens.copy_(torch.where(was_active, new, self._tokens))
-            self._active.copy_(was_active & ~_is_stop(new, stop) & (self._generated < self._limit))
-
-        entry = (step, noise, stop)
-        if self.engine.cuda_graph:
-            # Captured with every row sitting out, so the warm-up runs change no state.
-            self._active.zero_()
-            try:
-                entry = (CapturedStep(step, pool=self.engine.graph_pool), noise, stop)
-            except RuntimeError as error:
-                log.warning(
-                    "decode step could not be captured as a CUDA graph, running it eagerly: %s", error
-                )
-                self.engine.cuda_graph = False
-        self._graphs[key] = entry
-        return entry
+    def _decoder(self) -> Decoder:
+        """The engine's capturing decoder for this batch size when it has one and this session fits it, else
+        this session's own, which decodes in its cache."""
+        engine = self.engine
+        if engine.capture is not None and self.max_tokens <= engine.max_context:
+            return engine.workspace(self.batch_size)
+        if self._eager is None:
+            self._eager = Decoder(self.model, self.cache)
+        return self._eager
 
     def fork(self, n: int) -> Session:
         """A batch-n session whose rows all continue this batch-1 session."""

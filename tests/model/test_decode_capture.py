@@ -1,0 +1,178 @@
+"""The captured decode step (emulated on the CPU) against eager decode: the same tokens, caches and next logits
+for new sessions, forks, several sampling settings and ragged batches; one capture per batch size and mode."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import kernels
+from model.cache import ModelCache
+from model.engine import Engine
+from model.sampling import sample
+from model.sampling_params import SamplingParams
+from tests.model.emulated_graph import EmulatedCapture, HostReadError, no_host_reads
+
+GREEDY = SamplingParams(temperature=0)
+NUCLEUS = SamplingParams(temperature=0.8, top_k=20, top_p=0.9, seed=3)
+# Over the whole vocabulary: a low temperature keeps a few candidates in the race, so the ~1e-6 that eager
+# attention over only the used positions differs by cannot swap a sampled token.
+WHOLE_VOCABULARY = SamplingParams(temperature=0.4, top_k=0, top_p=1.0, seed=4)
+TOP_P_ONLY = SamplingParams(temperature=0.5, top_k=0, top_p=0.8, seed=5)
+
+
+def _prompt(engine: Engine, length: int, seed: int = 0) -> list[int]:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, engine.config.vocab_size, (length,), generator=generator).tolist()
+
+
+@pytest.fixture
+def pair(engines, variant):
+    """(engine whose decode steps are captured by an EmulatedCapture, eager engine, the capture)."""
+    base = engines[variant]
+    capture = EmulatedCapture()
+    captured = Engine(base.model, base.tokenizer, max_context=base.max_context, capture=capture)
+    eager = Engine(base.model, base.tokenizer, max_context=base.max_context, cuda_graph=False)
+    return captured, eager, capture
+
+
+# fp32: eager decode attends over only the used positions, a replay over the whole cache, so the two differ
+# in the last bits; differences are measured against the largest magnitude of the tensor.
+TOLERANCE = 1e-5
+
+
+def _assert_close(got: torch.Tensor, want: torch.Tensor, label: str) -> None:
+    difference = (got - want).abs()
+    error = (difference.max() / want.abs().max()).item()
+    worst = tuple(torch.unravel_index(difference.argmax(), difference.shape))
+    assert error <= TOLERANCE, (
+        f"{label}: differs by {error:.2e} of its largest magnitude (allowed {TOLERANCE:.0e}); worst at index "
+        f"{tuple(int(i) for i in worst)}: {got[worst].item():.6g} instead of {want[worst].item():.6g}"
+    )
+
+
+def assert_same_state(got, want) -> None:
+    """Every row's KV entries (up to its length), GDN conv and recurrent states and next logits agree."""
+    got.append([[] for _ in got.lengths] if len(got.lengths) > 1 else [])
+    want.append([[] for _ in want.lengths] if len(want.lengths) > 1 else [])
+    assert got.lengths == want.lengths
+    for row, length in enumerate(want.lengths):
+        for layer, ((k, v), (wk, wv)) in enumerate(zip(got.cache.kv, want.cache.kv, strict=True)):
+            label = f"attention layer {layer}, row {row}"
+            _assert_close(k[row, :, :length], wk[row, :, :length], f"{label} keys [head, position, dim]")
+            _assert_close(v[row, :, :length], wv[row, :, :length], f"{label} values [head, position, dim]")
+    for kind in ("conv", "recurrent"):
+        for layer, (mine, theirs) in enumerate(
+            zip(getattr(got.cache, kind), getattr(want.cache, kind), strict=True)
+        ):
+            _assert_close(mine, theirs, f"GDN layer {layer} {kind} state")
+    _assert_close(got.last_logits, want.last_logits, "next logits")
+
+
+def test_new_session_over_several_sampling_settings(pair):
+    captured, eager, _ = pair
+    prompt = _prompt(eager, 37)
+    sessions = [engine.new_session() for engine in (captured, eager)]
+    for session in sessions:
+        session.append(prompt)
+    for sampling, count in ((GREEDY, 12), (NUCLEUS, 9), (WHOLE_VOCABULARY, 7), (TOP_P_ONLY, 6), (GREEDY, 5)):
+        got, want = (session.generate(count, sampling, stop_ids=set()) for session in sessions)
+        assert got == want
+        assert_same_state(*sessions)
+
+
+def test_forked_rows(pair):
+    captured, eager, _ = pair
+    prompt = _prompt(eager, 29, seed=1)
+    results = []
+    for engine in (captured, eager):
+        parent = engine.new_session()
+        parent.append(prompt)
+        children = parent.fork(3)
+        tokens = children.generate(10, WHOLE_VOCABULARY, stop_ids=set())
+        tokens += parent.generate(6, GREEDY, stop_ids=set())
+        results.append((parent, children, tokens))
+    assert results[0][2] == results[1][2]
+    assert_same_state(results[0][1], results[1][1])
+    assert_same_state(results[0][0], results[1][0])
+
+
+def test_ragged_batch_and_rows_sitting_out(pair):
+    captured, eager, _ = pair
+    prompts = [_prompt(eager, n, seed=n) for n in (17, 41, 5)]
+    stop = {_prompt(eager, 1, seed=99)[0]}
+    sessions = [engine.new_session(batch_size=3) for engine in (captured, eager)]
+    for session in sessions:
+        session.append(prompts)
+    got, want = (session.generate([9, 14, 6], NUCLEUS, stop_ids=stop) for session in sessions)
+    assert got == want
+    assert_same_state(*sessions)
+    for session in sessions:
+        session.append([[3, 4], [], [8]])
+    got, want = (session.generate([5, 7], GREEDY, stop_ids=set(), rows=[0, 2]) for session in sessions)
+    assert got == want
+    assert_same_state(*sessions)
+
+
+def test_one_capture_per_batch_size_and_sampling_mode(pair):
+    captured, eager, capture = pair
+    for question in range(3):
+        root = captured.new_session()
+        root.append(_prompt(eager, 11 + question, seed=question))
+        root.generate(4, GREEDY, stop_ids=set())
+        forked = root.fork(2)
+        forked.generate(4, NUCLEUS, stop_ids=set())
+        forked.generate(
+            3, SamplingParams(temperature=0.5, top_k=20, top_p=0.7, seed=question), stop_ids=set()
+        )
+        root.generate(3, GREEDY, stop_ids={1, 2})
+    # batch 1 greedy; batch 2 with top-k 20 and top-p on: temperatures and top_p values share one step.
+    assert capture.captures == 2
+    assert captured.cuda_graph, "the torch backend's decode step should be capturable"
+
+
+def test_capture_writes_only_the_spare_slot(pair):
+    captured, _, capture = pair
+    workspace = captured.workspace(2)
+    generator = torch.Generator().manual_seed(0)
+    for tensor in workspace.cache.tensors():
+        tensor.copy_(torch.randn(tensor.shape, generator=generator))
+    # A decoder's buffers as a finished generation leaves them: start at real positions, rows active.
+    workspace.start.copy_(torch.tensor([0, 5]))
+    workspace.active.fill_(True)
+    workspace.limit.fill_(100)
+    cache = workspace.cache
+    kv_before = [tensor.clone() for pair in cache.kv for tensor in pair]
+    states_before = [tensor.clone() for tensor in cache.conv + cache.recurrent]
+    with torch.inference_mode():
+        workspace.step(NUCLEUS, 8)
+    assert capture.captures == 1
+    spare = workspace.spare
+    for after, was in zip([tensor for pair in cache.kv for tensor in pair], kv_before, strict=True):
+        assert torch.equal(after[:, :, :spare], was[:, :, :spare]), "a real KV position was written"
+        assert not torch.equal(after[:, :, spare], was[:, :, spare]), "the capture should write the spare"
+    for after, was in zip(cache.conv + cache.recurrent, states_before, strict=True):
+        assert torch.equal(after, was), "a GDN state was changed"
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_torch_decode_step_reads_nothing_back_to_the_host(engines, batch):
+    engine = engines["vl_untied_sharded"]
+    config = engine.config
+    cache = ModelCache.allocate(config, batch, 40, engine.device, engine.dtype)
+    tokens = torch.tensor(_prompt(engine, batch))[:, None]
+    start = torch.arange(batch) * 7 + 3
+    active = torch.arange(batch) != 1
+    noise = torch.ones(batch, 20)
+    previous = kernels.get_backend()
+    kernels.set_backend("torch")
+    try:
+        with torch.inference_mode(), no_host_reads():
+            logits = engine.model.forward(
+                tokens, start, cache, logits_at=torch.zeros_like(start), active=active
+            )
+            sample(logits, NUCLEUS, noise, temperature=torch.ones(1), top_p=torch.ones(1))
+    finally:
+        kernels.set_backend(previous)
+    with pytest.raises(HostReadError), no_host_reads():
+        bool(start.any())
