@@ -25,14 +25,13 @@ from benchmarks.eval.episode import SCORING_MAX_CHARS, SCORING_MAX_ROWS, execute
 from benchmarks.eval.policies import policy_source
 from benchmarks.eval.report import build_report, render_report
 from dbtools.engines import Database, open_database
+from dbtools.errors import DatabaseToolError
 from mcp_server.agent import Agent, AgentConfig
 from mcp_server.agent.episode import EpisodeLimits
 from mcp_server.agent.errors import EndpointError
 from model.sampling_params import SamplingParams
 
 log = logging.getLogger("benchmarks.eval")
-
-DEFAULT_CACHE_DIR = Path.home() / ".cache" / "sqlscout" / "sqale"
 
 
 def parse_args(argv: list[str] | None = None) -> configargparse.Namespace:
@@ -65,9 +64,9 @@ def parse_args(argv: list[str] | None = None) -> configargparse.Namespace:
     )
     parser.add_argument(
         "--cache-dir",
-        default=str(DEFAULT_CACHE_DIR),
         env_var="SQLSCOUT_EVAL_CACHE_DIR",
-        help="where SQaLe databases are built, once per schema",
+        help="where SQaLe databases are built, once per schema (default: sqale/ in the cache directory, "
+        "SQLSCOUT_CACHE_DIR)",
     )
     parser.add_argument(
         "--phrasing",
@@ -257,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             device=args.device,
             replay=args.replay,
         )
-    except (ValueError, FileNotFoundError, ImportError, RuntimeError) as error:
+    except (ValueError, FileNotFoundError, ImportError, RuntimeError, DatabaseToolError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if not questions:

@@ -1,6 +1,7 @@
 """Each question-set format loads from small files written here, with its databases usable for scoring."""
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +40,14 @@ def test_sqale_records_build_databases_once(tmp_path, writer):
     built = (cache / next(cache.iterdir()).name).stat().st_mtime_ns
     load_questions("sqale", questions, schemas=schemas, cache_dir=cache)
     assert (cache / next(cache.iterdir()).name).stat().st_mtime_ns == built, "cached database reused"
+
+
+def test_sqale_databases_go_to_the_cache_directory_by_default(tmp_path, monkeypatch):
+    monkeypatch.setenv("SQLSCOUT_CACHE_DIR", str(tmp_path / "cache"))
+    questions = write_jsonl(tmp_path / "q.jsonl", QUESTIONS[:1])
+    schemas = write_jsonl(tmp_path / "s.jsonl", [SCHEMA], ("schema_content",))
+    (loaded,) = load_questions("sqale", questions, schemas=schemas)
+    assert Path(loaded.database).parent == tmp_path / "cache" / "sqale"
 
 
 def test_sqale_phrasing_is_selectable_and_unknown_phrasing_names_the_choices(tmp_path):

@@ -8,6 +8,7 @@ from benchmarks.eval.datasets.bird import load_bird
 from benchmarks.eval.datasets.plain import load_plain
 from benchmarks.eval.datasets.question import EvalQuestion
 from benchmarks.eval.datasets.sqale import DEFAULT_PHRASING, load_sqale
+from dbtools.cache import cache_dir as dbtools_cache_dir
 
 FORMATS = ("plain", "sqale", "bird")
 DEMO_QUESTIONS = Path(__file__).resolve().parent.parent / "questions" / "demo.jsonl"
@@ -32,7 +33,7 @@ def load_questions(
         return load_bird(questions, databases_dir=db_root, limit=limit)
     if fmt == "sqale":
         if cache_dir is None:
-            raise ValueError("a cache directory for the built SQaLe databases is required")
+            cache_dir = dbtools_cache_dir() / "sqale"
         return load_sqale(questions, schemas, cache_dir=cache_dir, phrasing=phrasing, limit=limit)
     raise ValueError(f"unknown question format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
