@@ -240,6 +240,7 @@ class Snapshot:
     processed: list[int]
     pending: list[list[int]]
     last_logits: torch.Tensor
+    random_stream: tuple[int | None, torch.Tensor] | None  # (seed, generator state) of the sampling noise
 
 
 class Session:
@@ -260,6 +261,7 @@ class Session:
         self._pending: list[list[int]] = [[] for _ in range(batch_size)]
         self._last_logits = torch.zeros(batch_size, engine.config.vocab_size, device=device)
         self._eager: Decoder | None = None  # decodes in self.cache when the engine captures no steps
+        self._random_stream: tuple[int | None, torch.Generator] | None = None
 
     @property
     def lengths(self) -> list[int]:
@@ -378,7 +380,7 @@ class Session:
         noise = step.noise
         generator = None
         if noise is not None:
-            generator = make_generator(sampling, device)
+            generator = self._generator(sampling)
             draw_noise(noise, generator)
         decoder.limit.copy_(torch.tensor(limit_per_row, device=device))
         decoder.start.copy_(torch.tensor(self._processed, device=device))
@@ -421,6 +423,13 @@ class Session:
             self._eager = Decoder(self.model, self.cache)
         return self._eager
 
+    def _generator(self, sampling: SamplingParams) -> torch.Generator:
+        """The sampling noise's generator: generate() calls with the same seed continue one stream, so a
+        generation split into several calls (to check for cancellation) draws the tokens of a single call."""
+        if self._random_stream is None or self._random_stream[0] != sampling.seed:
+            self._random_stream = (sampling.seed, make_generator(sampling, self.engine.device))
+        return self._random_stream[1]
+
     def fork(self, n: int) -> Session:
         """A batch-n session whose rows all continue this batch-1 session."""
         if self.batch_size != 1:
@@ -435,11 +444,13 @@ class Session:
     def snapshot(self) -> Snapshot:
         """Copy the state (only the used part of the KV caches) so restore() can return to it."""
         used = max(self._processed)
+        stream = self._random_stream
         return Snapshot(
             self.cache.clone_prefix(used),
             list(self._processed),
             [list(p) for p in self._pending],
             self._last_logits.clone(),
+            None if stream is None else (stream[0], stream[1].get_state()),
         )
 
     def restore(self, snapshot: Snapshot) -> None:
@@ -450,3 +461,9 @@ class Session:
         self._processed = list(snapshot.processed)
         self._pending = [list(p) for p in snapshot.pending]
         self._last_logits.copy_(snapshot.last_logits)
+        self._random_stream = None
+        if snapshot.random_stream is not None:
+            seed, state = snapshot.random_stream
+            generator = torch.Generator(device=self.engine.device)
+            generator.set_state(state)
+            self._random_stream = (seed, generator)
