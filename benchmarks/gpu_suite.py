@@ -1,8 +1,10 @@
-"""One command for a GPU machine: kernel tests in bf16 and fp32, kernel benchmarks, end-to-end decode.
+"""One command for a GPU machine: kernel tests in bf16 and fp32, kernel benchmarks, the checks only a GPU can
+make (graph replay vs eager, Triton vs torch at real shapes), end-to-end decode.
 
 `python -m benchmarks.gpu_suite --out DIR` writes summary.md, kernels.csv, kernels.png, kernel_tests.log,
-model_decode.log and model_decode.json into DIR and prints the summary last, in under 8 minutes on an H200.
-Needs only torch, triton, numpy and pytest (matplotlib and transformers optional).
+gpu_checks.log/.json and model_decode.log/.json into DIR and prints the summary last, in under 9 minutes on
+an H200. Needs torch, triton, numpy, pytest and transformers (which writes the random checkpoints);
+matplotlib optional.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from benchmarks.kernels.runner import OPS, run
 log = logging.getLogger("benchmarks.gpu_suite")
 REPO = Path(__file__).resolve().parent.parent
 MODEL_DECODE_MODULE = "benchmarks.model_decode"
+GPU_CHECKS_MODULE = "benchmarks.gpu_checks"
 
 
 def _run_logged(command: list[str], log_path: Path, timeout_s: float) -> tuple[int | None, str]:
@@ -59,13 +62,13 @@ def _kernel_tests(out: Path, timeout_s: float) -> str:
     return f"{'passed' if code == 0 else 'FAILED'}: {last.strip('= ')}"
 
 
-def _model_decode(out: Path, timeout_s: float) -> str:
-    if not (REPO / (MODEL_DECODE_MODULE.replace(".", "/") + ".py")).exists():
-        return f"not run: {MODEL_DECODE_MODULE} is not in this tree"
-    command = [sys.executable, "-m", MODEL_DECODE_MODULE, "--out", str(out.resolve())]
-    code, _ = _run_logged(command, out / "model_decode.log", timeout_s)
+def _run_module(module: str, out: Path, timeout_s: float) -> str:
+    """Run `python -m module --out OUT`, logged to OUT/<name>.log; its status and the log's last lines."""
+    name = module.rsplit(".", 1)[-1]
+    command = [sys.executable, "-m", module, "--out", str(out.resolve())]
+    code, _ = _run_logged(command, out / f"{name}.log", timeout_s)
     status = "timed out" if code is None else "ok" if code == 0 else f"exit code {code}"
-    tail = (out / "model_decode.log").read_text(errors="replace").strip().splitlines()[-12:]
+    tail = (out / f"{name}.log").read_text(errors="replace").strip().splitlines()[-12:]
     return status + "\n\n```\n" + "\n".join(tail) + "\n```"
 
 
@@ -131,9 +134,16 @@ def build_parser() -> configargparse.ArgumentParser:
     parser.add_argument(
         "--bench-budget",
         type=float,
-        default=120.0,
+        default=90.0,
         env_var="SQLSCOUT_GPU_SUITE_BENCH_BUDGET",
         help="seconds for the kernel benchmarks; what is left past it is not measured",
+    )
+    parser.add_argument(
+        "--checks-timeout",
+        type=float,
+        default=120.0,
+        env_var="SQLSCOUT_GPU_SUITE_CHECKS_TIMEOUT",
+        help="seconds for graph replay vs eager and Triton vs torch at the real shapes",
     )
     parser.add_argument(
         "--model-timeout",
@@ -163,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     tests = "skipped (--skip-tests)" if args.skip_tests else _kernel_tests(out, args.test_timeout)
     log.info("kernel tests: %s", tests)
     results = run(list(OPS), out, quick=not args.full, per_op_files=False, budget_s=args.bench_budget)
-    model = _model_decode(out, args.model_timeout)
+    checks = _run_module(GPU_CHECKS_MODULE, out, args.checks_timeout)
+    model = _run_module(MODEL_DECODE_MODULE, out, args.model_timeout)
 
     summary = "\n".join(
         [
@@ -177,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
             "",
             _condensed(results),
             "",
+            f"## Graph replay vs eager, Triton vs torch, Qwen3.5-2B shapes in bf16 ({GPU_CHECKS_MODULE})",
+            "",
+            checks,
+            "",
             f"## End-to-end decode ({MODEL_DECODE_MODULE})",
             "",
             model,
@@ -185,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     (out / "summary.md").write_text(summary)
     print(summary)
-    return 0 if tests.startswith(("passed", "skipped")) else 1
+    return 0 if tests.startswith(("passed", "skipped")) and checks.startswith("ok") else 1
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def _timed(device: torch.device, function) -> tuple[float, object]:
     return time.perf_counter() - started, value
 
 
-def _build(shapes: dict, directory: Path, device: torch.device, dtype: torch.dtype):
+def build_checkpoint(shapes: dict, directory: Path, device: torch.device, dtype: torch.dtype):
     """transformers' model with random weights on device, saved to directory and loaded by our engine."""
     from tokenizers import Tokenizer
     from tokenizers.models import WordLevel
@@ -106,7 +106,7 @@ def run(
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     config = SHAPES[shapes]
     with tempfile.TemporaryDirectory() as tmp:
-        reference = _build(config, Path(tmp), device, dtype)
+        reference = build_checkpoint(config, Path(tmp), device, dtype)
         engine = Engine.load(
             tmp, device=device, dtype=dtype, max_context=context + new_tokens + 4 * TOOL_RESULT_TOKENS
         )
