@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -192,6 +192,7 @@ class Decoder:
         key = (mode, stop_width)
         if key in self._steps:
             return self._steps[key]
+        sampling = replace(sampling)  # the step keeps the settings of its mode, whatever the caller changes
         device = self.model.device
         batch = self.cache.batch_size
         noise = None if mode is None else torch.ones(batch, mode[0], device=device)
@@ -224,6 +225,8 @@ class Decoder:
             self.active.zero_()
             self.generated.zero_()
             self.limit.zero_()
+            self.temperature.fill_(1.0)
+            self.top_p.fill_(1.0)
             replay = self.capture.capture(run)
             entry = DecodeStep(lambda kv_bound: replay(), noise, stop)
         else:
@@ -354,6 +357,8 @@ class Session:
             try:
                 step = decoder.step(sampling, _stop_width(len(stop)))
             except RuntimeError as error:
+                if not decoder.captured:
+                    raise
                 self.engine.stop_capturing(error)
                 decoder.capture = None  # this call still decodes, eagerly, in the dropped workspace
                 step = decoder.step(sampling, _stop_width(len(stop)))

@@ -176,3 +176,27 @@ def test_torch_decode_step_reads_nothing_back_to_the_host(engines, batch):
         kernels.set_backend(previous)
     with pytest.raises(HostReadError), no_host_reads():
         bool(start.any())
+
+
+class FailingCapture:
+    """A capture that fails after its warm-up, as CUDA does on an op it cannot record."""
+
+    def capture(self, step):
+        step()
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+
+def test_a_failed_capture_falls_back_to_eager_decoding(engines, caplog):
+    base = engines["text_mqa"]
+    failing = Engine(base.model, base.tokenizer, max_context=base.max_context, capture=FailingCapture())
+    eager = Engine(base.model, base.tokenizer, max_context=base.max_context, cuda_graph=False)
+    for question in range(2):
+        prompt = _prompt(eager, 19, seed=question)
+        sessions = [engine.new_session() for engine in (failing, eager)]
+        for session in sessions:
+            session.append(prompt)
+        got, want = (session.generate(8, NUCLEUS, stop_ids=set()) for session in sessions)
+        assert got == want
+        assert_same_state(*sessions)
+    assert not failing.cuda_graph
+    assert caplog.text.count("decoding eagerly from now on") == 1
