@@ -1,5 +1,6 @@
 """The captured decode step (emulated on the CPU) against eager decode: the same tokens, caches and next logits
-for new sessions, forks, several sampling settings and ragged batches; one capture per batch size and mode."""
+for new sessions, forks, several sampling settings and ragged batches; one capture per batch size and mode;
+the capture writes only the spare slot, and the torch decode step reads nothing back to the host."""
 
 from __future__ import annotations
 
@@ -142,13 +143,13 @@ def test_capture_writes_only_the_spare_slot(pair):
     workspace.active.fill_(True)
     workspace.limit.fill_(100)
     cache = workspace.cache
-    kv_before = [tensor.clone() for pair in cache.kv for tensor in pair]
+    kv_before = [tensor.clone() for kv in cache.kv for tensor in kv]
     states_before = [tensor.clone() for tensor in cache.conv + cache.recurrent]
     with torch.inference_mode():
         workspace.step(NUCLEUS, 8)
     assert capture.captures == 1
     spare = workspace.spare
-    for after, was in zip([tensor for pair in cache.kv for tensor in pair], kv_before, strict=True):
+    for after, was in zip([tensor for kv in cache.kv for tensor in kv], kv_before, strict=True):
         assert torch.equal(after[:, :, :spare], was[:, :, :spare]), "a real KV position was written"
         assert not torch.equal(after[:, :, spare], was[:, :, spare]), "the capture should write the spare"
     for after, was in zip(cache.conv + cache.recurrent, states_before, strict=True):
