@@ -1,7 +1,9 @@
-"""Which implementation the kernel entry points run: Triton on CUDA tensors, the torch reference elsewhere."""
+"""Which implementation the kernel entry points run: Triton on CUDA tensors of an Ampere or newer GPU, the torch
+reference elsewhere."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -18,11 +20,14 @@ def _checked(name: str) -> str:
     return name
 
 
+# The kernels feed bf16 tiles to tensor-core dots, which NVIDIA GPUs have from compute capability 8.0 (Ampere).
+MIN_CAPABILITY = (8, 0)
+
 _backend = _checked(os.environ.get(ENV_VAR, "auto").strip().lower() or "auto")
 
 
 def set_backend(name: str) -> None:
-    """Force "triton" or "torch" for every op, or "auto" (Triton exactly when the input is on CUDA)."""
+    """Force "triton" or "torch" for every op, or "auto" (Triton on CUDA tensors of an Ampere or newer GPU)."""
     global _backend
     _backend = _checked(name)
 
@@ -31,10 +36,16 @@ def get_backend() -> str:
     return _backend
 
 
+@functools.lru_cache(maxsize=16)
+def _has_bf16_tensor_cores(device_index: int) -> bool:
+    return torch.cuda.get_device_capability(device_index) >= MIN_CAPABILITY
+
+
 def use_triton(x: torch.Tensor) -> bool:
-    """Whether an op on `x` runs the Triton kernel (forced "triton" on CPU needs TRITON_INTERPRET=1)."""
+    """Whether an op on `x` runs the Triton kernel: under "auto", on CUDA tensors of a GPU with bf16 tensor cores
+    (older GPUs run the torch reference); forced "triton" on CPU needs TRITON_INTERPRET=1."""
     if _backend == "auto":
-        return x.is_cuda
+        return x.is_cuda and _has_bf16_tensor_cores(x.device.index)
     return _backend == "triton"
 
 

@@ -28,6 +28,10 @@ def check_same_device(**tensors: torch.Tensor) -> None:
         raise ValueError(f"tensors must be on one device, got {devices}")
 
 
-def check_last_dim_contiguous(name: str, t: torch.Tensor) -> None:
-    if t.shape[-1] > 1 and t.stride(-1) != 1:
-        raise ValueError(f"{name} must have a contiguous last dimension (stride 1), got strides {t.stride()}")
+def check_last_dim_contiguous(**tensors: torch.Tensor) -> None:
+    """The kernels index each tensor's last dim with unit stride; its other strides are free."""
+    for name, t in tensors.items():
+        if t.shape[-1] > 1 and t.stride(-1) != 1:
+            raise ValueError(
+                f"{name} must have a contiguous last dimension (stride 1), got strides {t.stride()}"
+            )

@@ -6,19 +6,15 @@ that a few KV heads still fill the GPU, and a combine step merges the splits and
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
 
-from kernels.backend import interpreting
 from kernels.checks import check_last_dim_contiguous
+from kernels.ops import launch
 from kernels.ops.attention_common import LOG2_E, dot_settings
-from kernels.ops.launch import output_like
 from kernels.ops.online_softmax import attend_key_block
 
-BLOCK_N = 64
 MAX_SPLITS = 128
 
 
@@ -133,18 +129,10 @@ def _decode_combine_kernel(
     )
 
 
-@functools.lru_cache(maxsize=8)
-def _multiprocessors(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def split_count(batch: int, kv_heads: int, max_len: int, device: torch.device) -> int:
+def split_count(batch: int, kv_heads: int, max_len: int, gpu: launch.Gpu, block_n: int) -> int:
     """Splits per (row, KV head): about two waves of programs over the GPU, at most one per key block."""
-    if interpreting() or device.type != "cuda":
-        target = 4
-    else:
-        target = triton.cdiv(2 * _multiprocessors(device), batch * kv_heads)
-    return max(1, min(target, triton.cdiv(max_len, BLOCK_N), MAX_SPLITS))
+    target = 4 if gpu.interpreted else triton.cdiv(2 * gpu.multiprocessors, batch * kv_heads)
+    return max(1, min(target, triton.cdiv(max_len, block_n), MAX_SPLITS))
 
 
 def attention_decode_triton(
@@ -162,28 +150,29 @@ def attention_decode_triton(
     batch, seq_len, q_heads, head_dim = q.shape
     if seq_len != 1:
         raise ValueError(f"decode attention takes one new token per row, got {seq_len}")
-    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("gate", gate)):
-        check_last_dim_contiguous(name, t)
+    check_last_dim_contiguous(q=q, k_cache=k_cache, v_cache=v_cache, gate=gate)
     kv_heads, max_len = k_cache.shape[1], k_cache.shape[2]
     group = q_heads // kv_heads
-    out = output_like(q, out)
-    n_splits = n_splits or split_count(batch, kv_heads, max_len, q.device)
+    out = launch.output_like(q, out)
+    gpu = launch.gpu_of(q.device)
+    config = launch.decode_attention_config(gpu, head_dim, q.element_size())
+    n_splits = n_splits or split_count(batch, kv_heads, max_len, gpu, config.kwargs["BLOCK_N"])
     partial_out = torch.empty(batch, q_heads, n_splits, head_dim, device=q.device, dtype=torch.float32)
     partial_lse = torch.empty(batch, q_heads, n_splits, device=q.device, dtype=torch.float32)
     low_precision, precision = dot_settings(q.dtype)
     block_d = triton.next_power_of_2(head_dim)
-    _decode_split_kernel[(batch * kv_heads, n_splits)](
-        q, k_cache, v_cache, start, partial_out, partial_lse,
-        kv_heads, group, n_splits,
-        q.stride(0), q.stride(2), *k_cache.stride()[:3], *v_cache.stride()[:3],
-        scale * LOG2_E,
-        HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_G=max(16, triton.next_power_of_2(group)), BLOCK_N=BLOCK_N,
-        LOW_PRECISION_DOT=low_precision, DOT_PRECISION=precision,
-        num_warps=4, num_stages=3,
+    launch.run(
+        _decode_split_kernel, (batch * kv_heads, n_splits),
+        (q, k_cache, v_cache, start, partial_out, partial_lse, kv_heads, group, n_splits,
+         q.stride(0), q.stride(2), *k_cache.stride()[:3], *v_cache.stride()[:3], scale * LOG2_E),
+        {"HEAD_DIM": head_dim, "BLOCK_D": block_d, "BLOCK_G": max(16, triton.next_power_of_2(group)),
+         "LOW_PRECISION_DOT": low_precision, "DOT_PRECISION": precision},
+        config,
     )  # fmt: skip
-    _decode_combine_kernel[(batch * q_heads,)](
-        partial_out, partial_lse, gate, out, q_heads, n_splits, gate.stride(0), gate.stride(2),
-        HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_S=triton.next_power_of_2(n_splits), SPLITS_PER_STEP=8,
-        num_warps=4,
+    launch.run(
+        _decode_combine_kernel, (batch * q_heads,),
+        (partial_out, partial_lse, gate, out, q_heads, n_splits, gate.stride(0), gate.stride(2)),
+        {"HEAD_DIM": head_dim, "BLOCK_D": block_d, "BLOCK_S": triton.next_power_of_2(n_splits)},
+        launch.decode_combine_config(),
     )  # fmt: skip
     return out

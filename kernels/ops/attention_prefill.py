@@ -6,14 +6,15 @@ output gate applied in the epilogue.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
-from kernels.backend import interpreting
 from kernels.checks import check_last_dim_contiguous
+from kernels.ops import launch
 from kernels.ops.attention_common import LOG2_E, dot_settings
-from kernels.ops.launch import output_like
 from kernels.ops.online_softmax import attend_key_block
 
 
@@ -26,6 +27,7 @@ def _attention_prefill_kernel(
     start_ptr,
     out_ptr,
     seq_len,
+    seq_bucket,
     q_heads,
     group,
     stride_qb,
@@ -48,6 +50,7 @@ def _attention_prefill_kernel(
     LOW_PRECISION_DOT: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
+    """seq_bucket is not read: it keys the autotuner on the length (launch.sequence_bucket)."""
     block_m = tl.program_id(0)
     row_head = tl.program_id(1)
     b = row_head // q_heads
@@ -93,20 +96,13 @@ def _attention_prefill_kernel(
     tl.store(out_ptr + o_offsets + offs_d[None, :], out.to(out_ptr.dtype.element_ty), mask=io_mask)
 
 
-def _configs() -> list[triton.Config]:
-    if interpreting():
-        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4)]
-    # Few configs: every fresh process compiles each of them once per head_dim and dtype.
-    return [
-        triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=2),
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=2),
-        triton.Config({"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=4, num_stages=3),
-    ]
-
-
-_tuned_kernel = triton.autotune(configs=_configs(), key=["HEAD_DIM", "LOW_PRECISION_DOT"])(
-    _attention_prefill_kernel
-)
+@functools.lru_cache(maxsize=16)
+def _tuned_kernel(gpu: launch.Gpu, head_dim: int, itemsize: int) -> triton.runtime.Autotuner:
+    """The kernel autotuned among the tiles that fit this GPU, per head size, precision and length bucket."""
+    configs = launch.prefill_attention_configs(gpu, head_dim, itemsize)
+    return triton.autotune(configs=configs, key=["HEAD_DIM", "LOW_PRECISION_DOT", "seq_bucket"])(
+        _attention_prefill_kernel
+    )
 
 
 def attention_prefill_triton(
@@ -120,23 +116,22 @@ def attention_prefill_triton(
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Launch causal prefill attention; q, gate [B, T, Hq, D] and caches [B, Hkv, S_max, D] with unit last stride."""
-    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("gate", gate)):
-        check_last_dim_contiguous(name, t)
+    check_last_dim_contiguous(q=q, k_cache=k_cache, v_cache=v_cache, gate=gate)
     batch, seq_len, q_heads, head_dim = q.shape
     group = q_heads // k_cache.shape[1]
-    out = output_like(q, out)
+    out = launch.output_like(q, out)
+    if not q.numel():
+        return out
     low_precision, precision = dot_settings(q.dtype)
 
     def grid(meta: dict) -> tuple[int, int]:
         return triton.cdiv(seq_len, meta["BLOCK_M"]), batch * q_heads
 
-    if q.numel():
-        _tuned_kernel[grid](
-            q, k_cache, v_cache, gate, start, out,
-            seq_len, q_heads, group,
-            *q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], *gate.stride()[:3],
-            scale * LOG2_E,
-            HEAD_DIM=head_dim, BLOCK_D=triton.next_power_of_2(head_dim),
-            LOW_PRECISION_DOT=low_precision, DOT_PRECISION=precision,
-        )  # fmt: skip
+    launch.run_tuned(
+        _tuned_kernel(launch.gpu_of(q.device), head_dim, q.element_size()), grid,
+        (q, k_cache, v_cache, gate, start, out, seq_len, launch.sequence_bucket(seq_len), q_heads, group,
+         *q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], *gate.stride()[:3], scale * LOG2_E),
+        {"HEAD_DIM": head_dim, "BLOCK_D": triton.next_power_of_2(head_dim),
+         "LOW_PRECISION_DOT": low_precision, "DOT_PRECISION": precision},
+    )  # fmt: skip
     return out

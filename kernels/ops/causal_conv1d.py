@@ -7,10 +7,7 @@ import triton
 import triton.language as tl
 
 from kernels.checks import check_last_dim_contiguous
-from kernels.ops.launch import output_like
-
-BLOCK_T = 16
-BLOCK_C = 128
+from kernels.ops import launch
 
 
 @triton.jit
@@ -101,23 +98,34 @@ def causal_conv1d_triton(
     x: torch.Tensor, weight: torch.Tensor, conv_state: torch.Tensor, *, out: torch.Tensor | None = None
 ) -> torch.Tensor:
     """Launch silu(causal depthwise conv) of x [B, T, C] with weight [C, K]; conv_state [B, C, K-1] in place."""
-    check_last_dim_contiguous("x", x)
+    check_last_dim_contiguous(x=x)
     if not weight.is_contiguous():
         raise ValueError("weight [C, K] must be contiguous")
     batch, seq_len, channels = x.shape
     width = weight.shape[1]
-    out = output_like(x, out)
+    out = launch.output_like(x, out)
     if not x.numel():
         return out
-    state_strides = conv_state.stride()
-    grid = (batch, triton.cdiv(seq_len, BLOCK_T), triton.cdiv(channels, BLOCK_C))
-    _causal_conv1d_kernel[grid](
-        x, weight, conv_state, out, seq_len, channels, x.stride(0), x.stride(1), *state_strides,
-        WIDTH=width, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C, num_warps=4,
-    )  # fmt: skip
+    strides = (x.stride(0), x.stride(1), *conv_state.stride())
+    config = launch.conv_config()
+    launch.run(
+        _causal_conv1d_kernel,
+        (
+            batch,
+            triton.cdiv(seq_len, config.kwargs["BLOCK_T"]),
+            triton.cdiv(channels, config.kwargs["BLOCK_C"]),
+        ),
+        (x, weight, conv_state, out, seq_len, channels, *strides),
+        {"WIDTH": width},
+        config,
+    )
     if width > 1:
-        _conv_state_update_kernel[(batch, triton.cdiv(channels, BLOCK_C))](
-            x, conv_state, seq_len, channels, x.stride(0), x.stride(1), *state_strides,
-            HISTORY=width - 1, BLOCK_H=triton.next_power_of_2(width - 1), BLOCK_C=BLOCK_C, num_warps=4,
-        )  # fmt: skip
+        config = launch.conv_state_config()
+        launch.run(
+            _conv_state_update_kernel,
+            (batch, triton.cdiv(channels, config.kwargs["BLOCK_C"])),
+            (x, conv_state, seq_len, channels, *strides),
+            {"HISTORY": width - 1, "BLOCK_H": triton.next_power_of_2(width - 1)},
+            config,
+        )
     return out

@@ -2,6 +2,8 @@
 
 Both start from the fp32 state [B, Hv, dk, dv] and write the final state back in place. The gates
 (g = -exp(A_log) * softplus(a + dt_bias), beta = sigmoid(b)) and the q/k L2 norms are computed inside.
+The chunked form runs three kernels: the UT transform's inverse per chunk, the rest of each chunk's
+state-independent work, then the scan over chunks.
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.backend import interpreting
 from kernels.checks import check_last_dim_contiguous
+from kernels.ops import launch
 
 CHUNK = 64
 
@@ -34,23 +36,11 @@ def _l2_normalize(x, axis: tl.constexpr):
 
 
 @triton.jit
-def _load_sub_chunk(
-    q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, h, t0, seq_len,
-    stride_qt, stride_kt, stride_vt, stride_at, stride_bt, scale,
-    DK: tl.constexpr, DV: tl.constexpr, SUB: tl.constexpr,
-):  # fmt: skip
-    """Tokens [t0, t0 + SUB) of one head: normalised q (scaled) and k, v, and the gates; zeros past the end."""
-    offs_t = t0 + tl.arange(0, SUB)
-    t_mask = offs_t < seq_len
-    t64 = offs_t.to(tl.int64)[:, None]
-    offs_k = tl.arange(0, DK)[None, :]
-    q = tl.load(q_ptr + t64 * stride_qt + offs_k, mask=t_mask[:, None], other=0.0).to(tl.float32)
-    k = tl.load(k_ptr + t64 * stride_kt + offs_k, mask=t_mask[:, None], other=0.0).to(tl.float32)
-    v = tl.load(v_ptr + t64 * stride_vt + tl.arange(0, DV)[None, :], mask=t_mask[:, None], other=0.0)
-    g, beta = _gates(
-        a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, offs_t.to(tl.int64), stride_at, stride_bt, h, t_mask
-    )
-    return _l2_normalize(q, 1) * scale, _l2_normalize(k, 1), v.to(tl.float32), g, beta
+def _load_tokens(ptr, t0, seq_len, stride_t, WIDTH: tl.constexpr, ROWS: tl.constexpr):
+    """Tokens [t0, t0 + ROWS) of a [T, WIDTH] slice in fp32, zeros past the end."""
+    offs_t = t0 + tl.arange(0, ROWS)
+    rows = ptr + offs_t.to(tl.int64)[:, None] * stride_t + tl.arange(0, WIDTH)[None, :]
+    return tl.load(rows, mask=(offs_t < seq_len)[:, None], other=0.0).to(tl.float32)
 
 
 @triton.jit
@@ -77,73 +67,71 @@ def _invert_unit_lower(strict_lower, SUB: tl.constexpr):
 
 
 @triton.jit
-def _store_sub_chunk(
-    w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, row0, w, u, qg, kg, s0, s1, s2, s3,
-    DK: tl.constexpr, DV: tl.constexpr, SUB: tl.constexpr,
-):  # fmt: skip
-    rows = (row0 + tl.arange(0, SUB)).to(tl.int64)[:, None]
-    offs_k = tl.arange(0, DK)[None, :]
-    tl.store(w_ptr + rows * DK + offs_k, w)
-    tl.store(u_ptr + rows * DV + tl.arange(0, DV)[None, :], u)
-    tl.store(qg_ptr + rows * DK + offs_k, qg)
-    tl.store(kg_ptr + rows * DK + offs_k, kg)
-    cols = tl.arange(0, SUB)[None, :]
-    tl.store(aqk_ptr + rows * 4 * SUB + cols, s0)
-    tl.store(aqk_ptr + rows * 4 * SUB + SUB + cols, s1)
-    tl.store(aqk_ptr + rows * 4 * SUB + 2 * SUB + cols, s2)
-    tl.store(aqk_ptr + rows * 4 * SUB + 3 * SUB + cols, s3)
+def _load_block(matrix_ptr, i, j, SUB: tl.constexpr, WIDTH: tl.constexpr):
+    """Block (i, j) of SUB x SUB elements of a row-major matrix WIDTH elements wide."""
+    rows = (i * SUB + tl.arange(0, SUB))[:, None] * WIDTH
+    return tl.load(matrix_ptr + rows + j * SUB + tl.arange(0, SUB)[None, :])
 
 
 @triton.jit
-def _chunk_prepare_kernel(
-    q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr,
-    w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, chunk_decay_ptr,
-    seq_len, value_heads, head_repeat, n_chunks,
-    stride_qb, stride_qt, stride_qh, stride_kb, stride_kt, stride_kh,
-    stride_vb, stride_vt, stride_vh, stride_ab, stride_at, stride_bb, stride_bt,
-    scale,
-    DK: tl.constexpr, DV: tl.constexpr, CHUNK: tl.constexpr, SUB: tl.constexpr, DOT_PRECISION: tl.constexpr,
-):  # fmt: skip
-    """Per (chunk, row, value head): everything of the chunk that does not depend on the incoming state.
+def _store_block_row(matrix_ptr, i, s0, s1, s2, s3, SUB: tl.constexpr):
+    """Block row i of a row-major matrix 4 * SUB elements wide: four SUB x SUB blocks side by side."""
+    rows = matrix_ptr + (i * SUB + tl.arange(0, SUB))[:, None] * 4 * SUB + tl.arange(0, SUB)[None, :]
+    tl.store(rows, s0)
+    tl.store(rows + SUB, s1)
+    tl.store(rows + 2 * SUB, s2)
+    tl.store(rows + 3 * SUB, s3)
 
-    The chunk is handled as four sub-chunks of CHUNK/4 tokens, so the UT transform inverts four small
-    diagonal blocks by substitution and assembles the rest of the block-triangular inverse with dots.
+
+@triton.jit
+def _chunk_inverse_kernel(
+    k_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, inverse_ptr, g_cum_ptr, chunk_decay_ptr,
+    seq_len, value_heads, head_repeat, n_chunks,
+    stride_kb, stride_kt, stride_kh, stride_ab, stride_at, stride_bb, stride_bt,
+    DK: tl.constexpr, CHUNK: tl.constexpr, SUB: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):  # fmt: skip
+    """Per (chunk, row, value head): the UT transform's L^-1 for L = I + strictly_lower(beta_i k_i.k_j decay_ij),
+    the cumulative log-decay from the chunk start and the chunk's total decay.
+
+    L's strictly lower part comes from one CHUNK x CHUNK dot and is written where the inverse goes, then read
+    back as SUB x SUB blocks (Triton cannot cut blocks out of a tile in registers, and a SUB-row dot per block
+    would hold its SUB x dk operands in every warp: a kilobyte of spills). The four diagonal blocks are inverted
+    by substitution and the rest of the block-triangular inverse is assembled with small dots.
     """
     c = tl.program_id(0)
     row_head = tl.program_id(1)
     b = (row_head // value_heads).to(tl.int64)
     h = row_head % value_heads
-    kh = h // head_repeat
-    q_ptr += b * stride_qb + kh * stride_qh
-    k_ptr += b * stride_kb + kh * stride_kh
-    v_ptr += b * stride_vb + h * stride_vh
-    a_ptr += b * stride_ab + h
-    b_ptr += b * stride_bb + h
     t0 = c * CHUNK
-    q0, k0, v0, g0, beta0 = _load_sub_chunk(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, h, t0, seq_len, stride_qt, stride_kt, stride_vt, stride_at, stride_bt, scale, DK, DV, SUB)  # fmt: skip
-    q1, k1, v1, g1, beta1 = _load_sub_chunk(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, h, t0 + SUB, seq_len, stride_qt, stride_kt, stride_vt, stride_at, stride_bt, scale, DK, DV, SUB)  # fmt: skip
-    q2, k2, v2, g2, beta2 = _load_sub_chunk(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, h, t0 + 2 * SUB, seq_len, stride_qt, stride_kt, stride_vt, stride_at, stride_bt, scale, DK, DV, SUB)  # fmt: skip
-    q3, k3, v3, g3, beta3 = _load_sub_chunk(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, h, t0 + 3 * SUB, seq_len, stride_qt, stride_kt, stride_vt, stride_at, stride_bt, scale, DK, DV, SUB)  # fmt: skip
+    offs_t = t0 + tl.arange(0, CHUNK)
+    # Padded tokens have g = 0 and beta = 0.
+    g, beta = _gates(
+        a_ptr + b * stride_ab + h, b_ptr + b * stride_bb + h, A_log_ptr, dt_bias_ptr, offs_t.to(tl.int64),
+        stride_at, stride_bt, h, offs_t < seq_len,
+    )  # fmt: skip
+    g_cum = tl.cumsum(g, axis=0)
+    k_rows = k_ptr + b * stride_kb + (h // head_repeat) * stride_kh
+    k = _l2_normalize(_load_tokens(k_rows, t0, seq_len, stride_kt, DK, CHUNK), 1)
+    strict_lower = _decayed(
+        tl.dot(k * beta[:, None], tl.trans(k), input_precision=DOT_PRECISION), g_cum, g_cum, True, True
+    )
+    row0 = (row_head * n_chunks + c) * CHUNK
+    rows = row0 + tl.arange(0, CHUNK)
+    matrix = inverse_ptr + row0.to(tl.int64) * CHUNK
+    tl.store(matrix + tl.arange(0, CHUNK)[:, None] * CHUNK + tl.arange(0, CHUNK)[None, :], strict_lower)
+    tl.store(g_cum_ptr + rows, g_cum)
+    tl.store(chunk_decay_ptr + row_head * n_chunks + c, tl.exp(tl.sum(g, axis=0)))
+    # All of L is written before any block is read back.
+    tl.debug_barrier()
 
-    # Cumulative log-decay from the chunk start; padded tokens have g = 0 and beta = 0.
-    gc0 = tl.cumsum(g0, axis=0)
-    gc1 = tl.cumsum(g1, axis=0) + tl.sum(g0, axis=0)
-    gc2 = tl.cumsum(g2, axis=0) + tl.sum(g0, axis=0) + tl.sum(g1, axis=0)
-    gc3 = tl.cumsum(g3, axis=0) + tl.sum(g0, axis=0) + tl.sum(g1, axis=0) + tl.sum(g2, axis=0)
-    g_total = tl.sum(g0, axis=0) + tl.sum(g1, axis=0) + tl.sum(g2, axis=0) + tl.sum(g3, axis=0)
-    kb0, kb1, kb2, kb3 = k0 * beta0[:, None], k1 * beta1[:, None], k2 * beta2[:, None], k3 * beta3[:, None]
-
-    # Blocks of L = I + strictly_lower(beta_i k_i.k_j exp(gc_i - gc_j)); L_ij = a_ij below the diagonal.
-    a10 = _decayed(tl.dot(kb1, tl.trans(k0), input_precision=DOT_PRECISION), gc1, gc0, False, True)
-    a20 = _decayed(tl.dot(kb2, tl.trans(k0), input_precision=DOT_PRECISION), gc2, gc0, False, True)
-    a21 = _decayed(tl.dot(kb2, tl.trans(k1), input_precision=DOT_PRECISION), gc2, gc1, False, True)
-    a30 = _decayed(tl.dot(kb3, tl.trans(k0), input_precision=DOT_PRECISION), gc3, gc0, False, True)
-    a31 = _decayed(tl.dot(kb3, tl.trans(k1), input_precision=DOT_PRECISION), gc3, gc1, False, True)
-    a32 = _decayed(tl.dot(kb3, tl.trans(k2), input_precision=DOT_PRECISION), gc3, gc2, False, True)
-    t00 = _invert_unit_lower(_decayed(tl.dot(kb0, tl.trans(k0), input_precision=DOT_PRECISION), gc0, gc0, True, True), SUB)  # fmt: skip
-    t11 = _invert_unit_lower(_decayed(tl.dot(kb1, tl.trans(k1), input_precision=DOT_PRECISION), gc1, gc1, True, True), SUB)  # fmt: skip
-    t22 = _invert_unit_lower(_decayed(tl.dot(kb2, tl.trans(k2), input_precision=DOT_PRECISION), gc2, gc2, True, True), SUB)  # fmt: skip
-    t33 = _invert_unit_lower(_decayed(tl.dot(kb3, tl.trans(k3), input_precision=DOT_PRECISION), gc3, gc3, True, True), SUB)  # fmt: skip
+    t00 = _invert_unit_lower(_load_block(matrix, 0, 0, SUB, CHUNK), SUB)
+    t11 = _invert_unit_lower(_load_block(matrix, 1, 1, SUB, CHUNK), SUB)
+    t22 = _invert_unit_lower(_load_block(matrix, 2, 2, SUB, CHUNK), SUB)
+    t33 = _invert_unit_lower(_load_block(matrix, 3, 3, SUB, CHUNK), SUB)
+    a10, a20, a30 = (_load_block(matrix, 1, 0, SUB, CHUNK), _load_block(matrix, 2, 0, SUB, CHUNK),
+                     _load_block(matrix, 3, 0, SUB, CHUNK))  # fmt: skip
+    a21, a31, a32 = (_load_block(matrix, 2, 1, SUB, CHUNK), _load_block(matrix, 3, 1, SUB, CHUNK),
+                     _load_block(matrix, 3, 2, SUB, CHUNK))  # fmt: skip
     # Off-diagonal blocks of L^-1: T_ij = -T_ii (sum over j <= m < i of a_im T_mj).
     t10 = -tl.dot(t11, tl.dot(a10, t00, input_precision=DOT_PRECISION), input_precision=DOT_PRECISION)
     t21 = -tl.dot(t22, tl.dot(a21, t11, input_precision=DOT_PRECISION), input_precision=DOT_PRECISION)
@@ -151,39 +139,64 @@ def _chunk_prepare_kernel(
     t32 = -tl.dot(t33, tl.dot(a32, t22, input_precision=DOT_PRECISION), input_precision=DOT_PRECISION)
     t31 = -tl.dot(t33, tl.dot(a31, t11, input_precision=DOT_PRECISION) + tl.dot(a32, t21, input_precision=DOT_PRECISION), input_precision=DOT_PRECISION)  # fmt: skip
     t30 = -tl.dot(t33, tl.dot(a30, t00, input_precision=DOT_PRECISION) + tl.dot(a31, t10, input_precision=DOT_PRECISION) + tl.dot(a32, t20, input_precision=DOT_PRECISION), input_precision=DOT_PRECISION)  # fmt: skip
-
-    # w = L^-1 (beta k exp(gc)) and u = L^-1 (beta v), block row by block row.
-    x0, x1 = kb0 * tl.exp(gc0)[:, None], kb1 * tl.exp(gc1)[:, None]
-    x2, x3 = kb2 * tl.exp(gc2)[:, None], kb3 * tl.exp(gc3)[:, None]
-    y0, y1, y2, y3 = v0 * beta0[:, None], v1 * beta1[:, None], v2 * beta2[:, None], v3 * beta3[:, None]
-    w0 = tl.dot(t00, x0, input_precision=DOT_PRECISION)
-    u0 = tl.dot(t00, y0, input_precision=DOT_PRECISION)
-    w1 = tl.dot(t10, x0, input_precision=DOT_PRECISION) + tl.dot(t11, x1, input_precision=DOT_PRECISION)
-    u1 = tl.dot(t10, y0, input_precision=DOT_PRECISION) + tl.dot(t11, y1, input_precision=DOT_PRECISION)
-    w2 = tl.dot(t20, x0, input_precision=DOT_PRECISION) + tl.dot(t21, x1, input_precision=DOT_PRECISION) + tl.dot(t22, x2, input_precision=DOT_PRECISION)  # fmt: skip
-    u2 = tl.dot(t20, y0, input_precision=DOT_PRECISION) + tl.dot(t21, y1, input_precision=DOT_PRECISION) + tl.dot(t22, y2, input_precision=DOT_PRECISION)  # fmt: skip
-    w3 = tl.dot(t30, x0, input_precision=DOT_PRECISION) + tl.dot(t31, x1, input_precision=DOT_PRECISION) + tl.dot(t32, x2, input_precision=DOT_PRECISION) + tl.dot(t33, x3, input_precision=DOT_PRECISION)  # fmt: skip
-    u3 = tl.dot(t30, y0, input_precision=DOT_PRECISION) + tl.dot(t31, y1, input_precision=DOT_PRECISION) + tl.dot(t32, y2, input_precision=DOT_PRECISION) + tl.dot(t33, y3, input_precision=DOT_PRECISION)  # fmt: skip
-
-    # Intra-chunk attention blocks (q_i . k_j) exp(gc_i - gc_j) for i >= j, zero above the diagonal.
+    # Every block of L is read before the inverse overwrites it.
+    tl.debug_barrier()
     zero = tl.zeros([SUB, SUB], dtype=tl.float32)
-    s00 = _decayed(tl.dot(q0, tl.trans(k0), input_precision=DOT_PRECISION), gc0, gc0, True, False)
-    s10 = _decayed(tl.dot(q1, tl.trans(k0), input_precision=DOT_PRECISION), gc1, gc0, False, False)
-    s11 = _decayed(tl.dot(q1, tl.trans(k1), input_precision=DOT_PRECISION), gc1, gc1, True, False)
-    s20 = _decayed(tl.dot(q2, tl.trans(k0), input_precision=DOT_PRECISION), gc2, gc0, False, False)
-    s21 = _decayed(tl.dot(q2, tl.trans(k1), input_precision=DOT_PRECISION), gc2, gc1, False, False)
-    s22 = _decayed(tl.dot(q2, tl.trans(k2), input_precision=DOT_PRECISION), gc2, gc2, True, False)
-    s30 = _decayed(tl.dot(q3, tl.trans(k0), input_precision=DOT_PRECISION), gc3, gc0, False, False)
-    s31 = _decayed(tl.dot(q3, tl.trans(k1), input_precision=DOT_PRECISION), gc3, gc1, False, False)
-    s32 = _decayed(tl.dot(q3, tl.trans(k2), input_precision=DOT_PRECISION), gc3, gc2, False, False)
-    s33 = _decayed(tl.dot(q3, tl.trans(k3), input_precision=DOT_PRECISION), gc3, gc3, True, False)
+    _store_block_row(matrix, 0, t00, zero, zero, zero, SUB)
+    _store_block_row(matrix, 1, t10, t11, zero, zero, SUB)
+    _store_block_row(matrix, 2, t20, t21, t22, zero, SUB)
+    _store_block_row(matrix, 3, t30, t31, t32, t33, SUB)
 
-    row0 = (row_head * n_chunks + c) * CHUNK
-    _store_sub_chunk(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, row0, w0, u0, q0 * tl.exp(gc0)[:, None], k0 * tl.exp(g_total - gc0)[:, None], s00, zero, zero, zero, DK, DV, SUB)  # fmt: skip
-    _store_sub_chunk(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, row0 + SUB, w1, u1, q1 * tl.exp(gc1)[:, None], k1 * tl.exp(g_total - gc1)[:, None], s10, s11, zero, zero, DK, DV, SUB)  # fmt: skip
-    _store_sub_chunk(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, row0 + 2 * SUB, w2, u2, q2 * tl.exp(gc2)[:, None], k2 * tl.exp(g_total - gc2)[:, None], s20, s21, s22, zero, DK, DV, SUB)  # fmt: skip
-    _store_sub_chunk(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, row0 + 3 * SUB, w3, u3, q3 * tl.exp(gc3)[:, None], k3 * tl.exp(g_total - gc3)[:, None], s30, s31, s32, s33, DK, DV, SUB)  # fmt: skip
-    tl.store(chunk_decay_ptr + row_head * n_chunks + c, tl.exp(g_total))
+
+@triton.jit
+def _chunk_prepare_kernel(
+    q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, inverse_ptr, g_cum_ptr,
+    w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr,
+    seq_len, value_heads, head_repeat, n_chunks,
+    stride_qb, stride_qt, stride_qh, stride_kb, stride_kt, stride_kh,
+    stride_vb, stride_vt, stride_vh, stride_ab, stride_at, stride_bb, stride_bt,
+    scale,
+    DK: tl.constexpr, DV: tl.constexpr, CHUNK: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):  # fmt: skip
+    """Per (chunk, row, value head): the rest of the chunk that does not depend on the incoming state.
+
+    w = L^-1 (beta k exp(g_cum)), u = L^-1 (beta v), the decayed q and k, and the causal intra-chunk scores.
+    """
+    c = tl.program_id(0)
+    row_head = tl.program_id(1)
+    b = (row_head // value_heads).to(tl.int64)
+    h = row_head % value_heads
+    kh = h // head_repeat
+    t0 = c * CHUNK
+    offs_t = t0 + tl.arange(0, CHUNK)
+    _, beta = _gates(
+        a_ptr + b * stride_ab + h, b_ptr + b * stride_bb + h, A_log_ptr, dt_bias_ptr, offs_t.to(tl.int64),
+        stride_at, stride_bt, h, offs_t < seq_len,
+    )  # fmt: skip
+    row0 = ((row_head * n_chunks + c) * CHUNK).to(tl.int64)
+    rows = row0 + tl.arange(0, CHUNK)
+    g_cum = tl.load(g_cum_ptr + rows)
+    g_total = tl.load(g_cum_ptr + row0 + CHUNK - 1)
+    offs_k = tl.arange(0, DK)[None, :]
+
+    k = _l2_normalize(
+        _load_tokens(k_ptr + b * stride_kb + kh * stride_kh, t0, seq_len, stride_kt, DK, CHUNK), 1
+    )
+    q = _l2_normalize(
+        _load_tokens(q_ptr + b * stride_qb + kh * stride_qh, t0, seq_len, stride_qt, DK, CHUNK), 1
+    )
+    q = q * scale
+    aqk = _decayed(tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION), g_cum, g_cum, True, False)
+    tl.store(aqk_ptr + rows[:, None] * CHUNK + tl.arange(0, CHUNK)[None, :], aqk)
+    tl.store(qg_ptr + rows[:, None] * DK + offs_k, q * tl.exp(g_cum)[:, None])
+    tl.store(kg_ptr + rows[:, None] * DK + offs_k, k * tl.exp(g_total - g_cum)[:, None])
+
+    inverse = tl.load(inverse_ptr + rows[:, None] * CHUNK + tl.arange(0, CHUNK)[None, :])
+    w = tl.dot(inverse, (k * beta[:, None]) * tl.exp(g_cum)[:, None], input_precision=DOT_PRECISION)
+    tl.store(w_ptr + rows[:, None] * DK + offs_k, w)
+    v = _load_tokens(v_ptr + b * stride_vb + h * stride_vh, t0, seq_len, stride_vt, DV, CHUNK)
+    u = tl.dot(inverse, v * beta[:, None], input_precision=DOT_PRECISION)
+    tl.store(u_ptr + rows[:, None] * DV + tl.arange(0, DV)[None, :], u)
 
 
 @triton.jit
@@ -262,17 +275,19 @@ def _input_strides(
     return (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *a.stride()[:2], *b.stride()[:2])
 
 
-def _check(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor, state: torch.Tensor
-) -> None:
+def _checked_output(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor, state: torch.Tensor,
+    out: torch.Tensor | None,
+) -> torch.Tensor:  # fmt: skip
+    """The output [B, T, Hv, dv] after checking the layouts the kernels index."""
     key_dim, value_dim = q.shape[-1], v.shape[-1]
     for name, dim in (("key head dim", key_dim), ("value head dim", value_dim)):
         if dim < 16 or dim & (dim - 1):
             raise ValueError(f"the Triton gated delta rule needs a power-of-two {name} >= 16, got {dim}")
-    for name, t in (("q", q), ("k", k), ("v", v), ("a", a), ("b", b)):
-        check_last_dim_contiguous(name, t)
+    check_last_dim_contiguous(q=q, k=k, v=v, a=a, b=b)
     if not state.is_contiguous():
         raise ValueError("state [B, Hv, dk, dv] must be contiguous")
+    return torch.empty(v.shape, dtype=v.dtype, device=v.device) if out is None else out
 
 
 def gated_delta_rule_recurrent_triton(
@@ -280,16 +295,16 @@ def gated_delta_rule_recurrent_triton(
     A_log: torch.Tensor, dt_bias: torch.Tensor, state: torch.Tensor, *, out: torch.Tensor | None = None,
 ) -> torch.Tensor:  # fmt: skip
     """Token-recurrent gated delta rule (the decode step when T == 1); state updated in place."""
-    _check(q, k, v, a, b, state)
+    out = _checked_output(q, k, v, a, b, state, out)
     batch, seq_len, value_heads, value_dim = v.shape
     key_dim = q.shape[-1]
-    if out is None:
-        out = torch.empty(v.shape, dtype=v.dtype, device=v.device)
-    block_v = value_dim if interpreting() else min(value_dim, 16)
-    _recurrent_kernel[(batch * value_heads, value_dim // block_v)](
-        q, k, v, a, b, A_log, dt_bias, state, out,
-        seq_len, value_heads, value_heads // q.shape[2], *_input_strides(q, k, v, a, b), key_dim**-0.5,
-        DK=key_dim, DV=value_dim, BV=block_v, num_warps=4,
+    config = launch.gdn_recurrent_config(launch.gpu_of(v.device), value_dim)
+    launch.run(
+        _recurrent_kernel, (batch * value_heads, value_dim // config.kwargs["BV"]),
+        (q, k, v, a, b, A_log, dt_bias, state, out, seq_len, value_heads, value_heads // q.shape[2],
+         *_input_strides(q, k, v, a, b), key_dim**-0.5),
+        {"DK": key_dim, "DV": value_dim},
+        config,
     )  # fmt: skip
     return out
 
@@ -299,31 +314,40 @@ def gated_delta_rule_chunk_triton(
     A_log: torch.Tensor, dt_bias: torch.Tensor, state: torch.Tensor, *, out: torch.Tensor | None = None,
 ) -> torch.Tensor:  # fmt: skip
     """Chunked gated delta rule over T tokens from `state`; the final state is written back in place."""
-    _check(q, k, v, a, b, state)
+    out = _checked_output(q, k, v, a, b, state, out)
     batch, seq_len, value_heads, value_dim = v.shape
     key_dim = q.shape[-1]
-    if out is None:
-        out = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    head_repeat = value_heads // q.shape[2]
     n_chunks = triton.cdiv(seq_len, CHUNK)
     rows = batch * value_heads * n_chunks * CHUNK
     scratch = {"device": v.device, "dtype": torch.float32}
     w, qg, kg = (torch.empty(rows, key_dim, **scratch) for _ in range(3))
     u = torch.empty(rows, value_dim, **scratch)
-    aqk = torch.empty(rows, CHUNK, **scratch)
+    inverse, aqk = (torch.empty(rows, CHUNK, **scratch) for _ in range(2))
+    g_cum = torch.empty(rows, **scratch)
     chunk_decay = torch.empty(batch * value_heads, n_chunks, **scratch)
     precision = "ieee" if v.dtype == torch.float32 else "tf32"
-    _chunk_prepare_kernel[(n_chunks, batch * value_heads)](
-        q, k, v, a, b, A_log, dt_bias, w, u, qg, kg, aqk, chunk_decay,
-        seq_len, value_heads, value_heads // q.shape[2], n_chunks, *_input_strides(q, k, v, a, b),
-        key_dim**-0.5, DK=key_dim, DV=value_dim, CHUNK=CHUNK, SUB=CHUNK // 4, DOT_PRECISION=precision,
-        num_warps=8,  # some twenty 16x128 fp32 tiles are live at once
+    gpu = launch.gpu_of(v.device)
+    launch.run(
+        _chunk_inverse_kernel, (n_chunks, batch * value_heads),
+        (k, a, b, A_log, dt_bias, inverse, g_cum, chunk_decay, seq_len, value_heads, head_repeat, n_chunks,
+         *k.stride()[:3], *a.stride()[:2], *b.stride()[:2]),
+        {"DK": key_dim, "CHUNK": CHUNK, "SUB": CHUNK // 4, "DOT_PRECISION": precision},
+        launch.gdn_inverse_config(),
     )  # fmt: skip
-    block_v = value_dim if interpreting() else min(value_dim, 32)
-    _chunk_scan_kernel[(batch * value_heads, value_dim // block_v)](
-        w, u, qg, kg, aqk, chunk_decay, state, out, seq_len, value_heads, n_chunks,
-        DK=key_dim, DV=value_dim, BV=block_v, CHUNK=CHUNK, DOT_PRECISION=precision,
-        # fp32 dot operands are staged in shared memory: one stage of 64x128 tiles already takes ~130 KB.
-        num_warps=4, num_stages=1,
+    launch.run(
+        _chunk_prepare_kernel, (n_chunks, batch * value_heads),
+        (q, k, v, a, b, A_log, dt_bias, inverse, g_cum, w, u, qg, kg, aqk,
+         seq_len, value_heads, head_repeat, n_chunks, *_input_strides(q, k, v, a, b), key_dim**-0.5),
+        {"DK": key_dim, "DV": value_dim, "CHUNK": CHUNK, "DOT_PRECISION": precision},
+        launch.gdn_prepare_config(),
+    )  # fmt: skip
+    config = launch.gdn_scan_config(gpu, value_dim)
+    launch.run(
+        _chunk_scan_kernel, (batch * value_heads, value_dim // config.kwargs["BV"]),
+        (w, u, qg, kg, aqk, chunk_decay, state, out, seq_len, value_heads, n_chunks),
+        {"DK": key_dim, "DV": value_dim, "CHUNK": CHUNK, "DOT_PRECISION": precision},
+        config,
     )  # fmt: skip
     return out
 

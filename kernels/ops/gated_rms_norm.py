@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.ops.launch import as_rows, output_like, row_block
+from kernels.ops import launch
 
 
 @triton.jit
@@ -28,21 +28,15 @@ def gated_rms_norm_triton(
     x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float, *, out: torch.Tensor | None = None
 ) -> torch.Tensor:
     """Launch the gated RMSNorm over the last dim of x and z."""
-    x_rows, z_rows = as_rows("x", x), as_rows("z", z)
+    x_rows, z_rows = launch.as_rows("x", x), launch.as_rows("z", z)
     n_rows, n_cols = x_rows.shape
-    block, num_warps = row_block(n_cols)
-    out = output_like(x, out)
+    out = launch.output_like(x, out)
     if n_rows:
-        _gated_rms_norm_kernel[(n_rows,)](
-            x_rows,
-            z_rows,
-            weight,
-            out,
-            n_cols,
-            x_rows.stride(0),
-            z_rows.stride(0),
-            eps,
-            BLOCK=block,
-            num_warps=num_warps,
+        launch.run(
+            _gated_rms_norm_kernel,
+            (n_rows,),
+            (x_rows, z_rows, weight, out, n_cols, x_rows.stride(0), z_rows.stride(0), eps),
+            {},
+            launch.row_config(n_cols),
         )
     return out

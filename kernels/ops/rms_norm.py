@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.ops.launch import as_rows, output_like, row_block
+from kernels.ops import launch
 
 
 @triton.jit
@@ -52,26 +52,17 @@ def rms_norm_triton(
     residual_out: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Launch RMSNorm over the last dim; with residual returns (norm(x + residual), x + residual)."""
-    rows = as_rows("x", x)
+    rows = launch.as_rows("x", x)
     n_rows, n_cols = rows.shape
-    block, num_warps = row_block(n_cols)
-    out = output_like(x, out)
-    res_rows = as_rows("residual", residual) if residual is not None else rows
-    res_out = output_like(x, residual_out, "residual_out") if residual is not None else out
+    out = launch.output_like(x, out)
+    res_rows = launch.as_rows("residual", residual) if residual is not None else rows
+    res_out = launch.output_like(x, residual_out, "residual_out") if residual is not None else out
     if n_rows:
-        _rms_norm_kernel[(n_rows,)](
-            rows,
-            res_rows,
-            weight,
-            out,
-            res_out,
-            n_cols,
-            rows.stride(0),
-            res_rows.stride(0),
-            eps,
-            ZERO_CENTERED=zero_centered,
-            HAS_RESIDUAL=residual is not None,
-            BLOCK=block,
-            num_warps=num_warps,
+        launch.run(
+            _rms_norm_kernel,
+            (n_rows,),
+            (rows, res_rows, weight, out, res_out, n_cols, rows.stride(0), res_rows.stride(0), eps),
+            {"ZERO_CENTERED": zero_centered, "HAS_RESIDUAL": residual is not None},
+            launch.row_config(n_cols),
         )
     return (out, res_out) if residual is not None else out

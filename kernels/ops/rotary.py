@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 from kernels.checks import check_last_dim_contiguous
-from kernels.ops.launch import output_like
+from kernels.ops import launch
 
 # 2*pi split in three (Cody-Waite): k * TWO_PI_HIGH is exact in fp32 for k < 2**16, i.e. angles below ~4e5.
 TWO_PI_HIGH = tl.constexpr(6.28125)
@@ -66,26 +66,16 @@ def rotary_embedding_triton(
     x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor, *, out: torch.Tensor | None = None
 ) -> torch.Tensor:
     """Launch the rotary embedding of x [B, T, H, D] (any strides, unit last stride) at positions [B, T]."""
-    check_last_dim_contiguous("x", x)
+    check_last_dim_contiguous(x=x)
     batch, seq_len, n_heads, head_dim = x.shape
-    out = output_like(x, out)
+    out = launch.output_like(x, out)
     inv_freq = inv_freq.to(device=x.device, dtype=torch.float32).contiguous()
     if x.numel():
-        _rotary_kernel[(batch * seq_len, n_heads)](
-            x,
-            positions,
-            inv_freq,
-            out,
-            seq_len,
-            n_heads,
-            head_dim,
-            x.stride(0),
-            x.stride(1),
-            x.stride(2),
-            positions.stride(0),
-            positions.stride(1),
-            HALF=inv_freq.shape[0],
-            BLOCK_D=triton.next_power_of_2(head_dim),
-            num_warps=1 if head_dim <= 128 else 2,
+        launch.run(
+            _rotary_kernel,
+            (batch * seq_len, n_heads),
+            (x, positions, inv_freq, out, seq_len, n_heads, head_dim, *x.stride()[:3], *positions.stride()),
+            {"HALF": inv_freq.shape[0]},
+            launch.rotary_config(head_dim),
         )
     return out

@@ -6,9 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.ops.launch import as_rows, output_like
-
-BLOCK = 1024
+from kernels.ops import launch
 
 
 @triton.jit
@@ -25,12 +23,16 @@ def _swiglu_kernel(gate_ptr, up_ptr, out_ptr, n_cols, gate_row_stride, up_row_st
 
 def swiglu_triton(gate: torch.Tensor, up: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """Launch silu(gate) * up; gate and up may be strided row views (e.g. halves of a fused projection)."""
-    gate_rows, up_rows = as_rows("gate", gate), as_rows("up", up)
+    gate_rows, up_rows = launch.as_rows("gate", gate), launch.as_rows("up", up)
     n_rows, n_cols = gate_rows.shape
-    out = output_like(gate, out)
+    out = launch.output_like(gate, out)
     if n_rows and n_cols:
-        grid = (n_rows, triton.cdiv(n_cols, BLOCK))
-        _swiglu_kernel[grid](
-            gate_rows, up_rows, out, n_cols, gate_rows.stride(0), up_rows.stride(0), BLOCK=BLOCK, num_warps=4
+        config = launch.swiglu_config()
+        launch.run(
+            _swiglu_kernel,
+            (n_rows, triton.cdiv(n_cols, config.kwargs["BLOCK"])),
+            (gate_rows, up_rows, out, n_cols, gate_rows.stride(0), up_rows.stride(0)),
+            {},
+            config,
         )
     return out
