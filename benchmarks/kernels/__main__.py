@@ -1,4 +1,5 @@
-"""Run the kernel benchmarks: `python -m benchmarks.kernels --out DIR [--ops rms_norm,...] [--quick]`."""
+"""Run the kernel benchmarks: `python -m benchmarks.kernels --out DIR [--ops rms_norm,...] [--quick]`; with
+`--resources`, compile every kernel for sm_80 to sm_120 instead (no GPU needed) and print what each one uses."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import configargparse
 
+from benchmarks.kernels import resources
 from benchmarks.kernels.harness import table
 from benchmarks.kernels.runner import OPS, run
 
@@ -38,12 +40,22 @@ def build_parser() -> configargparse.ArgumentParser:
         env_var="SQLSCOUT_BENCH_COMBINED",
         help="one CSV and one PNG for all ops instead of one per op",
     )
+    parser.add_argument(
+        "--resources",
+        action="store_true",
+        env_var="SQLSCOUT_BENCH_RESOURCES",
+        help="time nothing: compile every kernel at the model's shapes for each GPU target and print its "
+        "registers, spills, shared memory, warps, stages and programs",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
+    if args.resources:
+        print(resources.table(resources.measure()))
+        return 0
     results = run(args.ops, Path(args.out), quick=args.quick, per_op_files=not args.combined)
     print(table(results))
     return 0
