@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
-JsonCell = str | int | float | bool | None
+JsonCell = (
+    Any  # a JSON scalar (text, number, boolean or null): its schema is left open to keep the tool list short
+)
 
 
 class TableSummary(BaseModel):
-    name: str = Field(description="table name as written in SQL")
+    name: str
     column_count: int
-    row_count: int | None = Field(description="row count or the engine's estimate; null when unknown")
-    description: str | None = Field(description="the table's comment, when it has one")
+    row_count: int | None = Field(description="or the engine's estimate; null when unknown")
+    description: str | None
 
 
 class TableList(BaseModel):
     tables: list[TableSummary]
-    total: int = Field(description="tables matching the pattern, before the limit")
-    truncated: bool = Field(description="true when more tables matched than were returned")
+    total: int = Field(description="matches before the limit")
+    truncated: bool
 
 
 class ColumnDetail(BaseModel):
@@ -39,18 +43,16 @@ class TableDescription(BaseModel):
     description: str | None
     row_count: int | None
     columns: list[ColumnDetail]
-    foreign_keys: list[ForeignKeyDetail] = Field(description="this table's references to other tables")
+    foreign_keys: list[ForeignKeyDetail]
     referenced_by: list[str] = Field(description="tables with a foreign key to this one")
     create_sql: str
 
 
 class SchemaMatch(BaseModel):
     table: str
-    column: str | None = Field(description="the matching column; null when the table itself matched")
-    kind: str = Field(description="table or column")
-    score: float = Field(description="relevance, higher is better")
-    matched: list[str] = Field(description="the keywords this table or column matched")
-    type: str | None = Field(default=None, description="the column's type")
+    column: str | None = Field(description="null when the table itself matched")
+    matched: list[str] = Field(description="keywords matched")
+    type: str | None = None
     comment: str | None = None
 
 
@@ -62,21 +64,15 @@ class SchemaMatches(BaseModel):
 class ValueMatch(BaseModel):
     table: str
     column: str
-    match_type: str = Field(
-        description="the best match in this column: exact, case_insensitive, partial, fuzzy"
-    )
-    score: float = Field(description="1.0 for an exact match, lower for weaker ones")
-    values: list[str] = Field(description="the stored values that match, best first, exactly as stored")
-    matching_values: int = Field(description="distinct matching values in the column")
-    matching_rows: int = Field(description="rows holding one of them")
+    match_type: str = Field(description="exact, case_insensitive, partial or fuzzy")
+    values: list[str] = Field(description="matching values exactly as stored, best first")
+    matching_values: int
+    matching_rows: int
     complete: bool = Field(description="false when the column was only partly indexed")
-    foreign_keys: list[str] = Field(
-        default_factory=list, description="foreign keys from this column and into its table: how to join"
-    )
+    foreign_keys: list[str] = Field(default_factory=list, description="how to join this column's table")
     row_keys: dict[str, JsonCell] = Field(
         default_factory=dict,
-        description="for an exact match naming one row of a small referenced table: that row's keys, "
-        "the values that referencing columns hold (e.g. Germany -> iso_code 'DE')",
+        description="the keys of the one matching row that other tables reference (Germany -> iso_code 'DE')",
     )
 
 
@@ -86,32 +82,30 @@ class ValueMatches(BaseModel):
 
 
 class QueryRows(BaseModel):
-    sql: str = Field(description="the statement that ran")
     columns: list[str]
+    column_types: list[str | None] = Field(description="per column; null when the engine does not say")
     rows: list[list[JsonCell]]
     row_count: int = Field(description="rows returned")
-    truncated: bool = Field(description="true when more rows exist than were returned; narrow the query")
-    truncation: str | None = Field(
-        default=None, description="why rows were left out, and how to narrow the query"
-    )
+    truncated: bool = Field(description="more rows exist than were returned")
+    truncation: str | None = Field(default=None, description="how many rows were left out, how to get them")
     elapsed_ms: float
 
 
+class QueryPlan(BaseModel):
+    sql: str
+    plan: str = Field(description="the engine's EXPLAIN, one step per line")
+
+
 class AskAnswer(BaseModel):
-    question: str
-    sql: str | None = Field(description="the final SQL in the database's dialect; null when there is none")
+    sql: str | None = Field(description="the final SQL in the database's dialect")
     sql_dialect: str
-    sql_sqlite: str | None = Field(
-        default=None, description="the model's SQLite original, on other databases"
-    )
+    sql_sqlite: str | None = Field(default=None, description="the model's SQLite original")
     columns: list[str]
     rows: list[list[JsonCell]]
     row_count: int
     truncated: bool
-    error: str | None = Field(description="the final SQL's error, when it failed to run")
-    ending: str = Field(
-        description="how the episode ended: submit_sql, answer, forced_answer, fallback, no_sql"
-    )
-    votes: list[dict] | None = Field(default=None, description="result groups and their votes, when sampling")
-    trace: list[str] = Field(description="one line per tool call the model made, in order")
-    metrics: dict = Field(description="the episode's counts: rounds, calls, tokens, time")
+    error: str | None = Field(description="the final SQL's error")
+    ending: str = Field(description="submit_sql, answer, forced_answer, fallback or no_sql")
+    votes: list[dict] | None = None
+    trace: list[str] = Field(description="the model's tool calls, in order")
+    metrics: dict

@@ -6,6 +6,8 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
+from dbtools.engines.base import row_text
+
 
 def fence(summary: str, body: str) -> str:
     """`summary`, then `body` between markers carrying a fresh random tag that the data cannot forge."""
@@ -21,6 +23,4 @@ def fence(summary: str, body: str) -> str:
 
 def render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A header line and one line per row, cells joined by ' | ', NULL as None."""
-    lines = [" | ".join(columns)]
-    lines.extend(" | ".join("None" if cell is None else str(cell) for cell in row) for row in rows)
-    return "\n".join(lines)
+    return "\n".join([" | ".join(columns), *map(row_text, rows)])

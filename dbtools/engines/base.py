@@ -7,6 +7,7 @@ import difflib
 import json
 import logging
 import math
+import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -15,11 +16,24 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from dbtools.errors import QueryError, UnknownObjectError, UnparsableQueryError
+from dbtools.errors import (
+    DatabaseToolError,
+    QueryError,
+    UnknownObjectError,
+    UnparsableQueryError,
+    UnsafeQueryError,
+)
 from dbtools.plural import counted
 from dbtools.safety import check_query
 
 logger = logging.getLogger(__name__)
+# Cells whose str() is their text, and values that can be large enough to need cutting before rendering.
+_PLAIN_TEXT = {str, int, float, bool, type(None)}
+_SIZED = (str, bytes, bytearray, memoryview)
+# JSON scalars as they are.
+_JSON_NATIVE = {str, int, bool, type(None)}
+# SQLite's storage classes, by the Python type its values arrive as.
+_STORED_TYPES = {int: "integer", float: "real", str: "text", bytes: "blob"}
 
 
 @dataclass(frozen=True)
@@ -69,13 +83,16 @@ class QueryResult:
     truncated: bool
     elapsed_ms: float
     truncation: str | None = None  # why rows were left out, with a hint to narrow the query
+    lines: list[str] = field(default_factory=list)  # each row as text (row_text)
+    column_types: list[str | None] = field(default_factory=list)  # per column; None where unknown
 
     def to_dict(self) -> dict:
         """JSON-ready form: cells become JSON scalars (dates and decimals as text, bytes as hex)."""
         return {
             "sql": self.sql,
             "columns": list(self.columns),
-            "rows": [[_json_cell(v) for v in row] for row in self.rows],
+            "column_types": list(self.column_types),
+            "rows": [[v if type(v) in _JSON_NATIVE else _json_cell(v) for v in row] for row in self.rows],
             "row_count": self.row_count,
             "truncated": self.truncated,
             "truncation": self.truncation,
@@ -93,6 +110,18 @@ def _json_cell(value: object) -> object:
             return str(value)
         return int(value) if value == value.to_integral_value() else float(value)
     return cell_text(value)
+
+
+def _stored_type(rows: Sequence[tuple], column: int) -> str | None:
+    """A column's type as its first non-NULL value shows it, for engines whose results carry no types."""
+    value = next((row[column] for row in rows if row[column] is not None), None)
+    return None if value is None else _STORED_TYPES.get(type(value), type(value).__name__)
+
+
+def row_text(row: Sequence[object]) -> str:
+    """A row as the tools print it: its cells' text joined by " | "."""
+    # str() already is the text of most cells (None included); only the rest take cell_text's checks.
+    return " | ".join([str(v) if type(v) in _PLAIN_TEXT else cell_text(v) for v in row])
 
 
 def cell_text(value: object) -> str:
@@ -113,15 +142,21 @@ def _lookup(by_name: dict, name: str) -> object | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def closest_hint(name: str, candidates: Sequence[str], kind: str) -> str:
-    """A suffix naming the candidates close to `name` ("; closest: a, b"), else how many `kind` exist."""
+def closest_names(name: str, candidates: Sequence[str]) -> list[str]:
+    """Up to three of `candidates` that look like `name`, closest first; case is ignored."""
     by_lower = {c.lower(): c for c in candidates}
     close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.5)
     if not close:
         # Names in big schemas are often prefixed or suffixed variants; substring hits are close too.
         close = [c for c in by_lower if name.lower() in c or c in name.lower()][:3]
+    return [by_lower[c] for c in close]
+
+
+def closest_hint(name: str, candidates: Sequence[str], kind: str) -> str:
+    """A suffix naming the candidates close to `name` ("; closest: a, b"), else how many `kind` exist."""
+    close = closest_names(name, candidates)
     if close:
-        return "; closest: " + ", ".join(by_lower[c] for c in close)
+        return "; closest: " + ", ".join(close)
     return f"; {len(candidates)} {kind} exist" if candidates else f"; no {kind} exist"
 
 
@@ -132,6 +167,7 @@ class ResultCaps:
     max_rows: int
     max_chars: int
     collected: list[tuple] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # each kept row as text, rendered once
     chars: int = 0
     truncation: str | None = None
     clipped: bool = False  # the first row alone was over the character cap and its long values were cut
@@ -144,9 +180,9 @@ class ResultCaps:
                 "add a LIMIT or a narrower WHERE to see the rest"
             )
             return False
-        separators = 3 * max(len(row) - 1, 0) + 1
-        size = sum(_cell_size(v) for v in row) + separators
-        if self.collected and self.chars + size > self.max_chars:
+        oversized = any(isinstance(v, _SIZED) and len(v) > self.max_chars for v in row)
+        line = None if oversized else row_text(row)
+        if self.collected and (line is None or self.chars + len(line) + 1 > self.max_chars):
             cut = "; long values of the first row were cut to fit" if self.clipped else ""
             self.truncation = (
                 f"stopped after {counted(len(self.collected), 'row')} "
@@ -154,17 +190,19 @@ class ResultCaps:
                 "select fewer or shorter columns, or add a LIMIT"
             )
             return False
-        if size > self.max_chars:
+        if line is None or len(line) + 1 > self.max_chars:
             # The first row alone: keep it, but never let one huge value through whole.
+            separators = 3 * max(len(row) - 1, 0) + 1
             row = _clip_row(row, max(self.max_chars - separators, 0))
-            size = sum(_cell_size(v) for v in row) + separators
+            line = row_text(row)
             self.clipped = True
             self.truncation = (
                 f"the first row alone was over the {self.max_chars}-character cap, so its long values were cut; "
                 "select shorter columns, e.g. substr(column, 1, 200)"
             )
         self.collected.append(row)
-        self.chars += size
+        self.lines.append(line)
+        self.chars += len(line) + 1
         return True
 
 
@@ -214,19 +252,19 @@ class Database(ABC):
         self._table_parts: dict[str, tuple[str, ...]] = {}  # table name -> its SQL name parts, filled on load
 
     # --- queries -------------------------------------------------------------------------------------------
-    def query(self, sql: str, *, max_rows: int | None = None, timeout_s: float | None = None) -> QueryResult:
+    def query(
+        self,
+        sql: str,
+        *,
+        max_rows: int | None = None,
+        max_chars: int | None = None,
+        timeout_s: float | None = None,
+    ) -> QueryResult:
         """Validate `sql` with the read-only policy, then run it read-only under the timeout and caps."""
-        try:
-            check_query(sql, self.dialect)
-        except UnparsableQueryError:
-            # The engine's own message says what is wrong; text only the engine understands stays refused.
-            engine_message = self._compile_error(sql)
-            if engine_message:
-                raise QueryError(engine_message) from None
-            raise
-        caps = ResultCaps(max_rows or self.max_rows, self.max_chars)
+        self._check(sql)
+        caps = ResultCaps(max_rows or self.max_rows, min(max_chars or self.max_chars, self.max_chars))
         started = time.perf_counter()
-        columns = self._run_capped(sql, caps, timeout_s or self.timeout_s)
+        described = self._run_capped(sql, caps, timeout_s or self.timeout_s)
         elapsed_ms = (time.perf_counter() - started) * 1000
         logger.debug(
             "%d rows in %.1f ms%s: %s",
@@ -237,17 +275,55 @@ class Database(ABC):
         )
         return QueryResult(
             sql=sql,
-            columns=columns,
+            columns=[name for name, _ in described],
+            column_types=[
+                declared or _stored_type(caps.collected, i) for i, (_, declared) in enumerate(described)
+            ],
             rows=caps.collected,
             row_count=len(caps.collected),
+            lines=caps.lines,
             truncated=caps.truncation is not None,
             elapsed_ms=elapsed_ms,
             truncation=caps.truncation,
         )
 
+    def explain(self, sql: str, *, timeout_s: float | None = None) -> str:
+        """The engine's plan for a query that `query` would accept, as indented text; the query is not run."""
+        if re.match(r"\s*explain\b", sql, re.IGNORECASE):
+            raise UnsafeQueryError("send the query without EXPLAIN: the plan is asked for without running it")
+        self._check(sql)
+        return self._plan(sql, timeout_s or self.timeout_s)
+
+    def _check(self, sql: str) -> None:
+        """The read-only policy's verdict on `sql`; where it cannot parse the text, the engine's own message."""
+        try:
+            check_query(sql, self.dialect)
+        except UnparsableQueryError:
+            # The engine's own message says what is wrong; text only the engine understands stays refused.
+            engine_message = self._compile_error(sql)
+            if engine_message:
+                raise QueryError(engine_message) from None
+            raise
+
     @abstractmethod
-    def _run_capped(self, sql: str, caps: ResultCaps, timeout_s: float) -> list[str]:
-        """Run a validated statement, feed rows to `caps` until it refuses one; return the column names."""
+    def _plan(self, sql: str, timeout_s: float) -> str:
+        """The plan of a checked statement, from the engine's EXPLAIN (never one that executes it)."""
+
+    def count_rows(self, sql: str, *, timeout_s: float) -> int | None:
+        """How many rows a statement that `query` accepted returns, counted by the engine; None when that takes
+        longer than `timeout_s` or fails."""
+        # The newline ends a trailing -- comment before the closing parenthesis.
+        counting = f"SELECT count(*) FROM (\n{sql.strip().rstrip(';')}\n) AS counted"
+        try:
+            [(count,)] = list(self.stream(counting, timeout_s=timeout_s))
+        except DatabaseToolError:
+            return None
+        return count
+
+    @abstractmethod
+    def _run_capped(self, sql: str, caps: ResultCaps, timeout_s: float) -> list[tuple[str, str | None]]:
+        """Run a validated statement, feed rows to `caps` until it refuses one; return each column's name and
+        its type where the engine declares one."""
 
     @abstractmethod
     def _compile_error(self, sql: str) -> str | None:

@@ -145,7 +145,7 @@ class PostgresDatabase(Database):
                 ) from None
             raise QueryError(_engine_message(exc)) from None
 
-    def _run_capped(self, sql: str, caps: ResultCaps, timeout_s: float) -> list[str]:
+    def _run_capped(self, sql: str, caps: ResultCaps, timeout_s: float) -> list[tuple[str, str | None]]:
         with self._transaction(timeout_s) as conn, conn.cursor() as cursor:
             # stream() always uses the extended protocol: one statement, never a script.
             rows = cursor.stream(sql)
@@ -154,8 +154,20 @@ class PostgresDatabase(Database):
                     rows.close()
                     break
             if cursor.description is not None:
-                return [d.name for d in cursor.description]
+                result = cursor.pgresult
+                return [
+                    (column.name, _type_name(conn, result.ftype(i), result.fmod(i)))
+                    for i, column in enumerate(cursor.description)
+                ]
             return _statement_columns(conn, sql)  # stream() keeps no description for an empty result
+
+    def _plan(self, sql: str, timeout_s: float) -> str:
+        # Options first: whatever the statement starts with, it cannot be read as EXPLAIN's own options. stream()
+        # uses the extended protocol, which runs exactly one statement.
+        with self._transaction(timeout_s) as conn, conn.cursor() as cursor:
+            return "\n".join(
+                line.rstrip() for (line,) in cursor.stream("EXPLAIN (ANALYZE FALSE, COSTS TRUE) " + sql)
+            )
 
     def _compile_error(self, sql: str) -> str | None:
         with self._transaction(self.timeout_s) as conn:
@@ -270,13 +282,30 @@ def _render_create_table(
     return f"CREATE TABLE {qualified} ({', '.join(parts)})"
 
 
-def _statement_columns(conn: psycopg.Connection, sql: str) -> list[str]:
-    """Column names of a statement, from the server's description of it as the unnamed prepared statement."""
+def _statement_columns(conn: psycopg.Connection, sql: str) -> list[tuple[str, str | None]]:
+    """Columns of a statement, from the server's description of it as the unnamed prepared statement."""
     pgconn = conn.pgconn
     if pgconn.prepare(b"", sql.encode()).status != ExecStatus.COMMAND_OK:
         return []
     described = pgconn.describe_prepared(b"")
-    return [described.fname(i).decode(conn.info.encoding) for i in range(described.nfields)]
+    return [
+        (
+            described.fname(i).decode(conn.info.encoding),
+            _type_name(conn, described.ftype(i), described.fmod(i)),
+        )
+        for i in range(described.nfields)
+    ]
+
+
+def _type_name(conn: psycopg.Connection, oid: int, modifier: int) -> str | None:
+    """A result column's type as PostgreSQL names it (integer, numeric(8,2), text[]); None for a type the driver
+    does not know (an enum, a domain)."""
+    known = conn.adapters.types.get(oid)
+    if known is None:
+        return None
+    if modifier >= 0:
+        return known.get_type_display(oid=oid, fmod=modifier)
+    return known.regtype + ("[]" if oid == known.array_oid else "")
 
 
 def _configure(conn: psycopg.Connection) -> None:

@@ -130,15 +130,25 @@ class SQLiteDatabase(Database):
         except sqlite3.Error as exc:
             raise QueryError(str(exc)) from None
 
-    def _run_capped(self, sql: str, caps: ResultCaps, timeout_s: float) -> list[str]:
+    def _run_capped(self, sql: str, caps: ResultCaps, timeout_s: float) -> list[tuple[str, str | None]]:
         with self._connect(timeout_s=timeout_s, user_query=True) as conn, self._errors(timeout_s):
             cursor = conn.execute(sql)
-            columns = [d[0] for d in cursor.description or ()]
+            columns = [(d[0], None) for d in cursor.description or ()]  # SQLite types values, not columns
             while True:
                 batch = cursor.fetchmany(256)
                 if not batch or not all(caps.add(row) for row in batch):
                     break
             return columns
+
+    def _plan(self, sql: str, timeout_s: float) -> str:
+        with self._connect(timeout_s=timeout_s, user_query=True) as conn, self._errors(timeout_s):
+            steps = conn.execute("EXPLAIN QUERY PLAN " + sql).fetchall()
+        depth = {0: -1}
+        lines = []
+        for step, parent, _unused, detail in steps:
+            depth[step] = depth.get(parent, -1) + 1
+            lines.append("  " * depth[step] + detail)
+        return "\n".join(lines)
 
     def _compile_error(self, sql: str) -> str | None:
         # EXPLAIN compiles the statement into bytecode without running it.

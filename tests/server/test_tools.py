@@ -18,31 +18,6 @@ from tests.server.conftest import CUSTOMERS, INJECTION, ORDERS, fenced_body
 
 pytestmark = pytest.mark.anyio
 
-DATABASE_TOOLS = {
-    "list_tables",
-    "describe_table",
-    "search_schema",
-    "search_values",
-    "sample_rows",
-    "run_query",
-}
-
-
-async def test_every_tool_is_read_only_with_an_output_schema(shop_server):
-    async with Client(shop_server) as client:
-        tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == DATABASE_TOOLS | {"ask_database"}
-    for tool in tools.values():
-        assert tool.description and len(tool.description) < 400
-        assert tool.output_schema and tool.output_schema["type"] == "object"
-        hints = tool.annotations
-        assert (
-            hints.read_only_hint,
-            hints.destructive_hint,
-            hints.idempotent_hint,
-            hints.open_world_hint,
-        ) == (True, False, True, False)
-
 
 async def test_list_tables_with_counts_and_patterns(shop_server, shop_db):
     async with Client(shop_server) as client:

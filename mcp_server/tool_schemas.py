@@ -1,0 +1,76 @@
+"""Compact JSON schemas for the tool list: every character of `tools/list` is paid for in the host's context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+# Titles repeat the property names; definitions are inlined.
+_NEVER_PUBLISHED = ("title", "$defs")
+# A tool's result carries every field, and its text says what they mean: no required lists or descriptions.
+_NOT_IN_RESULTS = ("required", "description")
+
+
+def input_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's arguments: compacted, and an optional argument's `null` left out (omitting it says the same)."""
+    compact = _compact(schema, schema.get("$defs", {}), dropped=_NEVER_PUBLISHED)
+    required = set(compact.get("required", ()))
+    for name, prop in compact.get("properties", {}).items():
+        if name not in required:
+            compact["properties"][name] = _without_null(prop)
+    return compact
+
+
+def result_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The output schema of a tool whose structured content is `model`: its fields and their types, with the
+    records inside lists as plain objects (the text result names their fields)."""
+    schema = model.model_json_schema(mode="serialization")
+    compact = _compact(schema, schema.get("$defs", {}), dropped=_NEVER_PUBLISHED + _NOT_IN_RESULTS)
+    for prop in compact["properties"].values():
+        if prop.get("type") == "array" and prop["items"].get("type") == "object":
+            prop["items"] = {"type": "object"}
+    return compact
+
+
+def _compact(node: Any, definitions: dict[str, Any], dropped: tuple[str, ...]) -> Any:
+    """`node` with references inlined, the `dropped` keywords, null defaults and `additionalProperties: true`
+    left out, and a union of plain types (such as `X | None`) as one list of types."""
+    if isinstance(node, list):
+        return [_compact(item, definitions, dropped) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        referenced = definitions[node["$ref"].rsplit("/", 1)[-1]]
+        return _compact(
+            {**referenced, **{k: v for k, v in node.items() if k != "$ref"}}, definitions, dropped
+        )
+    out = {}
+    for key, value in node.items():
+        if (
+            key in dropped
+            or (key == "default" and value is None)
+            or (key, value) == ("additionalProperties", True)
+        ):
+            continue
+        if key == "properties":  # property names are data, not keywords: a property called "title" stays
+            out[key] = {name: _compact(prop, definitions, dropped) for name, prop in value.items()}
+        else:
+            out[key] = _compact(value, definitions, dropped)
+    variants = out.pop("anyOf", None)
+    if variants is None:
+        return out
+    if all(set(v) == {"type"} and isinstance(v["type"], str) for v in variants):
+        return {**out, "type": [v["type"] for v in variants]}
+    others = [v for v in variants if v != {"type": "null"}]
+    if len(others) == 1 and len(variants) == 2 and isinstance(others[0].get("type"), str):
+        return {**out, **others[0], "type": [others[0]["type"], "null"]}  # `X | None` for a structured X
+    return {**out, "anyOf": variants}
+
+
+def _without_null(prop: dict[str, Any]) -> dict[str, Any]:
+    kinds = prop.get("type")
+    if not (isinstance(kinds, list) and "null" in kinds):
+        return prop
+    rest = [k for k in kinds if k != "null"]
+    return {**prop, "type": rest[0] if len(rest) == 1 else rest}

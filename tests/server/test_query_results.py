@@ -1,0 +1,109 @@
+"""run_query and explain_query as an assistant meets them: results sized for a context window, typed columns,
+errors that name the closest tables and columns, plans without running anything; on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from mcp import Client
+
+from mcp_server.server import DEFAULT_RESULT_CHARS, DEFAULT_RESULT_ROWS
+from tests.server.conftest import ORDERS, fenced_body
+
+pytestmark = pytest.mark.anyio
+
+PADDING = "y" * 200
+NUMBERS = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 500) SELECT x FROM n"
+
+
+async def test_without_max_rows_a_result_stops_near_2000_tokens_and_says_what_was_left_out(shop_server):
+    async with Client(shop_server) as client:
+        default = await client.call_tool("run_query", {"sql": NUMBERS})
+        wide = await client.call_tool(
+            "run_query", {"sql": f"SELECT x, x || '{PADDING}' AS padded FROM ({NUMBERS}) AS t"}
+        )
+        asked = await client.call_tool("run_query", {"sql": NUMBERS, "max_rows": 80})
+        small = await client.call_tool("run_query", {"sql": "SELECT id FROM orders"})
+    result = default.structured_content
+    assert result["row_count"] == DEFAULT_RESULT_ROWS and result["truncated"]
+    assert result["truncation"].startswith(f"{500 - DEFAULT_RESULT_ROWS} more rows left out")
+    assert "max_rows" in result["truncation"] and "LIMIT/OFFSET" in result["truncation"]
+    assert result["truncation"] in default.content[0].text.splitlines()[0]
+    # The character cap stops wide rows first.
+    assert wide.structured_content["row_count"] < DEFAULT_RESULT_ROWS
+    assert len(fenced_body(wide.content[0].text)) <= DEFAULT_RESULT_CHARS + 300
+    left = 500 - wide.structured_content["row_count"]
+    assert wide.structured_content["truncation"].startswith(f"{left} more rows left out")
+    # An explicit max_rows is honoured (up to --max-rows, 100 here).
+    assert asked.structured_content["row_count"] == 80
+    assert small.structured_content["row_count"] == len(ORDERS) and not small.structured_content["truncated"]
+
+
+async def test_every_result_carries_its_column_types(shop_server, shop_db):
+    async with Client(shop_server) as client:
+        typed = await client.call_tool(
+            "run_query",
+            {"sql": "SELECT c.id, c.name, p.price, NULL AS missing FROM customers c, products p WHERE p.id = 1"},
+        )
+        empty = await client.call_tool("run_query", {"sql": "SELECT id, name FROM customers WHERE id < 0"})
+    result = typed.structured_content
+    assert result["columns"] == ["id", "name", "price", "missing"]
+    if shop_db.dialect == "postgres":
+        assert result["column_types"] == ["integer", "text", "numeric(8,2)", "text"]
+        assert empty.structured_content["column_types"] == ["integer", "text"]
+    else:
+        # SQLite types values, not result columns: the first non-NULL value says.
+        assert result["column_types"] == ["integer", "text", "real", None]
+        assert empty.structured_content["column_types"] == [None, None]
+    header = fenced_body(typed.content[0].text).splitlines()[0]
+    assert header.startswith("id (integer) | name (text) | price (")
+
+
+@pytest.mark.parametrize(
+    ("sql", "unknown", "closest"),
+    [
+        ("SELECT stauts FROM orders", "stauts", "closest columns: status (orders)"),
+        ("SELECT o.quantty FROM orders o", "quantty", "closest columns: quantity (orders)"),
+        ("SELECT * FROM ordrs", "ordrs", "closest tables: orders"),
+        ("SELECT titel FROM products", "titel", "closest columns: title (products)"),
+    ],
+)
+async def test_a_query_on_an_unknown_name_names_the_closest_ones(shop_server, sql, unknown, closest):
+    async with Client(shop_server) as client:
+        failed = await client.call_tool("run_query", {"sql": sql})
+        planned = await client.call_tool("explain_query", {"sql": sql})
+    for result in (failed, planned):
+        body = fenced_body(result.content[0].text)
+        assert result.is_error and unknown in body  # the engine's own message stays
+        assert closest in body.splitlines()
+
+
+async def test_explain_query_shows_the_plan_without_running_the_query(shop_server, shop_db):
+    slow = "SELECT COUNT(*) FROM orders a, orders b, orders c, orders d, orders e, orders f, orders g"
+    async with Client(shop_server) as client:
+        plan = await client.call_tool("explain_query", {"sql": "SELECT * FROM orders WHERE id = 3"})
+        never_run = await client.call_tool("explain_query", {"sql": slow})
+    body = fenced_body(plan.content[0].text)
+    assert plan.structured_content["plan"] == body
+    expected = "Index Scan" if shop_db.dialect == "postgres" else "SEARCH orders USING INTEGER PRIMARY KEY"
+    assert expected in body
+    # 12^7 rows would take far longer than the 5 s timeout to count: only the plan is made.
+    assert not never_run.is_error and never_run.structured_content["plan"].count("\n") >= 6
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "DELETE FROM orders",
+        "WITH gone AS (DELETE FROM orders RETURNING id) SELECT * FROM gone",
+        "EXPLAIN ANALYZE DELETE FROM orders",
+        "explain select 1",
+        "SELECT 1; DROP TABLE orders",
+    ],
+)
+async def test_explain_query_refuses_what_query_refuses(shop_server, sql):
+    async with Client(shop_server) as client:
+        refused = await client.call_tool("explain_query", {"sql": sql})
+        count = await client.call_tool("run_query", {"sql": "SELECT COUNT(*) FROM orders"})
+    assert refused.is_error
+    assert "Refused by the read-only policy:" in refused.content[0].text
+    assert count.structured_content["rows"] == [[len(ORDERS)]]
