@@ -42,7 +42,9 @@ async def test_every_result_carries_its_column_types(shop_server, shop_db):
     async with Client(shop_server) as client:
         typed = await client.call_tool(
             "run_query",
-            {"sql": "SELECT c.id, c.name, p.price, NULL AS missing FROM customers c, products p WHERE p.id = 1"},
+            {
+                "sql": "SELECT c.id, c.name, p.price, NULL AS missing FROM customers c, products p WHERE p.id = 1"
+            },
         )
         empty = await client.call_tool("run_query", {"sql": "SELECT id, name FROM customers WHERE id < 0"})
     result = typed.structured_content
