@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -12,7 +13,9 @@ import torch
 
 from model.cache import ModelCache
 from model.config import Qwen35Config
+from model.cpu import native_bf16, physical_cores
 from model.cuda_graph import CudaGraphCapture, StepCapture
+from model.int8_weights import QUANTIZE_CHOICES
 from model.loader import check_model_dir, load_weights
 from model.qwen35 import Qwen35Model
 from model.sampling import SamplingParams, draw_noise, make_generator, sample, sampling_mode
@@ -40,7 +43,34 @@ def default_device() -> torch.device:
 
 
 def default_dtype(device: torch.device) -> torch.dtype:
-    return torch.bfloat16 if device.type == "cuda" else torch.float32
+    """bf16, the checkpoint's own dtype, on a GPU and on a CPU that multiplies bf16 natively; else fp32."""
+    return torch.bfloat16 if device.type == "cuda" or native_bf16() else torch.float32
+
+
+def _chosen_dtype(device: torch.device) -> torch.dtype:
+    dtype = default_dtype(device)
+    if device.type == "cpu":
+        why = (
+            "the CPU multiplies bf16 natively"
+            if dtype == torch.bfloat16
+            else "the CPU has no native bf16 (avx512_bf16, AMX or Arm BF16), so bf16 products would run slower"
+        )
+        log.info("computing in %s on the CPU: %s (--dtype overrides)", str(dtype).removeprefix("torch."), why)
+    return dtype
+
+
+def set_cpu_threads(threads: int | None) -> int:
+    """Give torch `threads` threads, or one per physical core unless OMP_NUM_THREADS already decided; returns
+    the count in use."""
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    if threads is None and "OMP_NUM_THREADS" not in os.environ:
+        threads = physical_cores()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    count = torch.get_num_threads()
+    log.info("running on %d CPU thread%s (--threads overrides)", count, "" if count == 1 else "s")
+    return count
 
 
 class Engine:
@@ -87,15 +117,30 @@ class Engine:
         max_context: int = 32768,
         prefill_chunk: int = 2048,
         cuda_graph: bool = True,
+        quantize: str | None = None,
+        threads: int | None = None,
     ) -> Engine:
-        """Load config, tokenizer and weights of model_dir; cuda when available, bf16 there and fp32 on CPU."""
+        """Load config, tokenizer and weights of model_dir; cuda when available, else the CPU.
+
+        dtype defaults to default_dtype(device); quantize "int8" stores the projections and the LM head as
+        int8 (CPU only); threads sets torch's CPU threads (default: one per physical core).
+        """
         path = check_model_dir(model_dir)
         device = torch.device(device) if device is not None else default_device()
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError("device cuda was asked for, but torch sees no CUDA device here: use device cpu")
-        dtype = dtype or default_dtype(device)
+        if quantize is not None and quantize not in QUANTIZE_CHOICES:
+            raise ValueError(f"unknown quantization {quantize!r}: choose {', '.join(QUANTIZE_CHOICES)}")
+        if quantize is not None and device.type != "cpu":
+            raise ValueError(
+                f"{quantize} weights run on the CPU only: on a GPU the bf16 weights stream fast enough; "
+                "drop the quantization or use device cpu"
+            )
+        if device.type == "cpu":
+            set_cpu_threads(threads)
+        dtype = dtype or _chosen_dtype(device)
         config = Qwen35Config.from_model_dir(path)
-        weights = load_weights(path, config, device, dtype)
+        weights = load_weights(path, config, device, dtype, quantize)
         tokenizer = Tokenizer.from_model_dir(path)
         return cls(
             Qwen35Model(config, weights),

@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from model.config import Qwen35Config
 from model.errors import DOWNLOAD_HINT, ModelDirectoryError
+from model.int8_weights import Int8Weight, quantize_int8
 from model.qwen35 import WeightLayout, weight_layout
 
 log = logging.getLogger(__name__)
@@ -60,12 +61,18 @@ def checkpoint_files(model_dir: Path) -> dict[str, Path]:
 
 
 def load_weights(
-    model_dir: Path, config: Qwen35Config, device: torch.device, dtype: torch.dtype
-) -> dict[str, torch.Tensor]:
+    model_dir: Path,
+    config: Qwen35Config,
+    device: torch.device,
+    dtype: torch.dtype,
+    quantize: str | None = None,
+) -> dict[str, torch.Tensor | Int8Weight]:
     """Load the language-model weights into tensors on device, fusing projections as weight_layout says.
 
     Each destination tensor is allocated once and each checkpoint tensor is copied into its slice, so no
     second full copy of the model is ever held. Vision and multi-token-prediction weights are skipped.
+    quantize "int8" turns every projection and the LM head into an Int8Weight as soon as it is complete (so at
+    most one of them is held in dtype at a time); norms, the embedding and the GDN constants stay as they are.
     """
     prefix = "model.language_model." if config.vision_language else "model."
     files = checkpoint_files(model_dir)
@@ -88,13 +95,16 @@ def load_weights(
     for name in sources:
         by_file.setdefault(files[name], []).append(name)
     destinations = _destinations(layout, weights, prefix)
+    # Sources still to be copied into each fused tensor, to quantize it the moment it is complete.
+    pending = {name: len(part.sources) for name, part in layout.items()}
     with tqdm(
         total=len(sources), desc="loading weights", unit="tensor", disable=total_bytes < PROGRESS_BYTES
     ) as progress:
         for file, names in sorted(by_file.items()):
             with safe_open(file, framework="pt") as handle:
                 for name in names:
-                    destination, expected = destinations[name]
+                    # Popped, so no view keeps a quantized tensor's dense storage alive.
+                    target, destination, expected = destinations.pop(name)
                     shape = tuple(handle.get_slice(name).get_shape())
                     if shape != expected:
                         raise ModelDirectoryError(
@@ -102,11 +112,25 @@ def load_weights(
                             f"{list(expected)}; config.json and the weights disagree"
                         )
                     destination.copy_(handle.get_tensor(name).view(destination.shape))
+                    pending[target] -= 1
+                    if quantize and pending[target] == 0 and is_quantized(target):
+                        weights[target] = quantize_int8(weights[target])
                     progress.update(1)
     if "lm_head.weight" not in weights:
-        weights["lm_head.weight"] = weights["embed_tokens.weight"]
-    log.info("loaded %d tensors from %s", len(sources), model_dir)
+        head = weights["embed_tokens.weight"]
+        weights["lm_head.weight"] = quantize_int8(head) if quantize else head
+    log.info(
+        "loaded %d tensors from %s%s",
+        len(sources),
+        model_dir,
+        f", {quantize} projections" if quantize else "",
+    )
     return weights
+
+
+def is_quantized(name: str) -> bool:
+    """Whether weight-only quantization covers the model tensor `name`: every projection and the LM head."""
+    return name.endswith("proj.weight") or name == "lm_head.weight"
 
 
 def _checkpoint_name(source: tuple[str, tuple[int, ...]], prefix: str) -> str:
@@ -116,14 +140,14 @@ def _checkpoint_name(source: tuple[str, tuple[int, ...]], prefix: str) -> str:
 
 def _destinations(
     layout: dict[str, WeightLayout], weights: dict[str, torch.Tensor], prefix: str
-) -> dict[str, tuple[torch.Tensor, tuple[int, ...]]]:
-    """For each checkpoint tensor, the rows of its fused destination and its expected checkpoint shape."""
+) -> dict[str, tuple[str, torch.Tensor, tuple[int, ...]]]:
+    """For each checkpoint tensor, its fused model tensor's name, its rows there and its expected shape."""
     destinations = {}
     for name, part in layout.items():
         row = 0
         for source in part.sources:
             shape = source[1]
             rows = shape[0]
-            destinations[_checkpoint_name(source, prefix)] = (weights[name][row : row + rows], shape)
+            destinations[_checkpoint_name(source, prefix)] = (name, weights[name][row : row + rows], shape)
             row += rows
     return destinations

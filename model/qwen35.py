@@ -10,6 +10,7 @@ import torch.nn.functional as F
 import kernels
 from model.cache import ModelCache
 from model.config import Qwen35Config
+from model.int8_weights import Int8Weight, linear
 
 # Raw gate inputs that make a Gated DeltaNet step leave its state untouched: softplus -> 0 so the decay
 # is exp(0) = 1, and sigmoid -> 0 so nothing is written. Used for rows that sit out a batched decode step.
@@ -88,7 +89,7 @@ def weight_layout(config: Qwen35Config) -> dict[str, WeightLayout]:
 class Qwen35Model:
     """Weights plus the forward pass over a batch of new tokens that extends each row's cached sequence."""
 
-    def __init__(self, config: Qwen35Config, weights: dict[str, torch.Tensor]) -> None:
+    def __init__(self, config: Qwen35Config, weights: dict[str, torch.Tensor | Int8Weight]) -> None:
         self.config = config
         self.weights = weights
         embed = weights["embed_tokens.weight"]
@@ -145,11 +146,11 @@ class Qwen35Model:
             rows = torch.arange(x.shape[0], device=x.device)
             x, residual = x[rows, logits_at], residual[rows, logits_at]
         normed, _ = kernels.rms_norm(x, w["norm.weight"], c.rms_norm_eps, residual=residual)
-        return F.linear(normed, w["lm_head.weight"]).float()
+        return linear(normed, w["lm_head.weight"]).float()
 
     def _mlp(self, p: str, x: torch.Tensor) -> torch.Tensor:
-        gate, up = F.linear(x, self.weights[p + "gate_up_proj.weight"]).chunk(2, dim=-1)
-        return F.linear(kernels.swiglu(gate, up), self.weights[p + "down_proj.weight"])
+        gate, up = linear(x, self.weights[p + "gate_up_proj.weight"]).chunk(2, dim=-1)
+        return linear(kernels.swiglu(gate, up), self.weights[p + "down_proj.weight"])
 
     def _attention(
         self,
@@ -164,9 +165,7 @@ class Qwen35Model:
         batch, length, _ = x.shape
         q_rows = c.num_attention_heads * c.head_dim
         kv_rows = c.num_key_value_heads * c.head_dim
-        query_gate, key, value = F.linear(x, w[p + "qkv_proj.weight"]).split(
-            (2 * q_rows, kv_rows, kv_rows), -1
-        )
+        query_gate, key, value = linear(x, w[p + "qkv_proj.weight"]).split((2 * q_rows, kv_rows, kv_rows), -1)
         # q_proj holds, per head, the query followed by its output gate.
         query, gate = query_gate.view(batch, length, c.num_attention_heads, 2 * c.head_dim).chunk(2, dim=-1)
         query = kernels.rms_norm(query, w[p + "q_norm.weight"], c.rms_norm_eps)
@@ -182,7 +181,7 @@ class Qwen35Model:
         k_cache[rows, :, positions] = key
         v_cache[rows, :, positions] = value.view(batch, length, c.num_key_value_heads, c.head_dim)
         out = kernels.attention(query, k_cache, v_cache, gate, start, self.attention_scale)
-        return F.linear(out.reshape(batch, length, q_rows), w[p + "o_proj.weight"])
+        return linear(out.reshape(batch, length, q_rows), w[p + "o_proj.weight"])
 
     def _gated_delta_net(
         self,
@@ -196,7 +195,7 @@ class Qwen35Model:
         c = self.config
         batch, length, _ = x.shape
         heads = c.linear_num_value_heads
-        mixed, z, b, a = F.linear(x, w[p + "in_proj.weight"]).split(
+        mixed, z, b, a = linear(x, w[p + "in_proj.weight"]).split(
             (c.conv_dim, c.linear_value_dim, heads, heads), -1
         )
         if active is not None:
@@ -224,4 +223,4 @@ class Qwen35Model:
         )
         z = z.view(batch, length, heads, c.linear_value_head_dim)
         out = kernels.gated_rms_norm(out, z, w[p + "norm.weight"], c.rms_norm_eps)
-        return F.linear(out.reshape(batch, length, c.linear_value_dim), w[p + "out_proj.weight"])
+        return linear(out.reshape(batch, length, c.linear_value_dim), w[p + "out_proj.weight"])

@@ -1,0 +1,66 @@
+"""What this machine's CPU offers the engine: native bf16 arithmetic, and how many physical cores it has."""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+ARM_MACHINES = ("arm64", "aarch64")
+SYSFS_CPUS = Path("/sys/devices/system/cpu")
+
+
+def native_bf16() -> bool:
+    """Whether the CPU multiplies bf16 natively: avx512_bf16 or AMX on x86, the BF16 extension on Arm.
+
+    Without it torch widens every bf16 operand in software: a bf16 matrix product then runs several times
+    slower than fp32 (prefill), which the halved weight bytes of a decode step do not make up for.
+    """
+    cpu = getattr(torch, "cpu", None)
+    if platform.machine().lower() in ARM_MACHINES:
+        # On Arm oneDNN's bf16 check is the BF16 extension itself; on x86 it accepts plain AVX-512.
+        return torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return any(
+        bool(getattr(cpu, check, lambda: False)())
+        for check in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    )
+
+
+def physical_cores() -> int:
+    """Physical cores this process may run on: hyperthread siblings share one core's memory bandwidth and
+    vector units, so a memory-bound decode gains nothing from them and loses to their synchronisation."""
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    cores = _linux_cores(allowed) if allowed else 0
+    if not cores and platform.system() == "Darwin":
+        cores = _sysctl_int("hw.physicalcpu")
+    return cores or len(allowed) or os.cpu_count() or 1
+
+
+def _linux_cores(cpus: list[int]) -> int:
+    """Distinct (package, core) pairs among cpus, read from sysfs; 0 when sysfs does not say."""
+    pairs = set()
+    for cpu in cpus:
+        topology = SYSFS_CPUS / f"cpu{cpu}" / "topology"
+        try:
+            pairs.add(
+                (
+                    (topology / "physical_package_id").read_text().strip(),
+                    (topology / "core_id").read_text().strip(),
+                )
+            )
+        except OSError:
+            return 0
+    return len(pairs)
+
+
+def _sysctl_int(name: str) -> int:
+    try:
+        return int(subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, check=True).stdout)
+    except (OSError, ValueError, subprocess.CalledProcessError):
+        return 0
