@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -14,7 +15,7 @@ from dbtools.engines import Database, open_database
 from dbtools.engines.dsn import parse_dsn
 from dbtools.errors import DatabaseToolError
 from dbtools.plural import counted
-from mcp_server.agent.errors import EndpointError, PolicyConfigError
+from mcp_server.agent.errors import ModelError, PolicyConfigError
 from mcp_server.host_config import HOSTS, host_instructions, host_snippet
 from mcp_server.http_transport import ListenError, listen_socket, serve_http
 from mcp_server.model_runner import ModelLoadError, ModelRunner
@@ -27,6 +28,9 @@ from mcp_server.terminal_table import format_table
 log = logging.getLogger("sqlscout")
 
 COMMANDS = ("ask", "config")
+# How long questions still running when serving ends get to stop (the local model checks for a cancel between
+# chunks of tokens) before the process ends without them.
+QUESTION_STOP_GRACE_S = 3.0
 SERVE_EPILOG = """other commands:
   sqlscout ask "QUESTION" [--evidence TEXT] [--json] [options]   answer one question in the terminal
   sqlscout config {claude-desktop,vscode,claude-code} [options]   print a host configuration snippet"""
@@ -96,6 +100,9 @@ def configure_logging(level: str) -> None:
     logging.basicConfig(
         stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
     )
+    if level != "DEBUG":
+        # httpx logs each request to the model endpoint at INFO; the rounds and any failure are logged already.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def serve(settings: Settings, db: Database) -> int:
@@ -114,6 +121,12 @@ def serve(settings: Settings, db: Database) -> int:
         serve_http(server, settings, sock)
     else:
         serve_stdio(server)
+    if not runner.stop(QUESTION_STOP_GRACE_S):
+        log.warning(
+            "a question was still running %g s after serving ended; exiting without it", QUESTION_STOP_GRACE_S
+        )
+        # Its worker thread would hold the process open; nothing needs unwinding, the database is only read.
+        os._exit(0)
     return 0
 
 
@@ -132,7 +145,7 @@ def ask(settings: Settings, db: Database, question: str, evidence: str | None, a
     except PolicyConfigError as error:
         print(f"sqlscout: {error}", file=sys.stderr)
         return 2
-    except (ModelLoadError, EndpointError, DatabaseToolError) as error:
+    except (ModelLoadError, ModelError, DatabaseToolError) as error:
         print(f"sqlscout: {error}", file=sys.stderr)
         return 1
     finally:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from dbtools.engines import Database
 from mcp_server.agent import Agent, AgentAnswer, AgentConfig, RoundEvent
@@ -34,6 +35,8 @@ class ModelRunner:
         self._policy = policy
         self._agent: Agent | None = None
         self._lock = threading.Lock()
+        self._questions: set[threading.Event] = set()  # the cancel events of the questions asked now
+        self._questions_changed = threading.Condition()
 
     @property
     def configured(self) -> bool:
@@ -48,8 +51,9 @@ class ModelRunner:
         try:
             with self._lock:
                 self._ensure_agent()
-        except Exception:
-            log.exception("loading the model failed; ask_database will retry and report the error")
+        except Exception as error:
+            log.warning("%s; ask_database will try again and report it", error)
+            log.debug("the model did not load", exc_info=True)
 
     def _ensure_agent(self) -> Agent:
         if self._agent is None:
@@ -64,6 +68,8 @@ class ModelRunner:
                         endpoint=self.settings.endpoint,
                         endpoint_model=self.settings.endpoint_model,
                         api_key=self.settings.api_key,
+                        endpoint_timeout_s=self.settings.endpoint_timeout,
+                        endpoint_retries=self.settings.endpoint_retries,
                         device=self.settings.device,
                     )
                 except PolicyConfigError:
@@ -94,13 +100,33 @@ class ModelRunner:
     ) -> AgentAnswer:
         """Run one episode; waits for the model while another question holds it, unless cancelled.
 
-        Raises PolicyConfigError without a model, ModelLoadError when it fails to load."""
+        Raises PolicyConfigError without a model, ModelLoadError when it fails to load, ModelError when it
+        fails to answer."""
         cancel = cancel or threading.Event()
-        while not self._lock.acquire(timeout=0.1):
-            if cancel.is_set():
-                raise QuestionCancelledError("cancelled while waiting for the model")
+        with self._running(cancel):
+            while not self._lock.acquire(timeout=0.1):
+                if cancel.is_set():
+                    raise QuestionCancelledError("cancelled while waiting for the model")
+            try:
+                agent = self._ensure_agent()
+                return agent.ask(question, evidence, on_round=on_round, cancel=cancel)
+            finally:
+                self._lock.release()
+
+    @contextmanager
+    def _running(self, cancel: threading.Event) -> Iterator[None]:
+        with self._questions_changed:
+            self._questions.add(cancel)
         try:
-            agent = self._ensure_agent()
-            return agent.ask(question, evidence, on_round=on_round, cancel=cancel)
+            yield
         finally:
-            self._lock.release()
+            with self._questions_changed:
+                self._questions.discard(cancel)
+                self._questions_changed.notify_all()
+
+    def stop(self, grace_s: float) -> bool:
+        """Cancel every question; True once none is left, False if one still runs after `grace_s`."""
+        with self._questions_changed:
+            for cancel in self._questions:
+                cancel.set()
+            return self._questions_changed.wait_for(lambda: not self._questions, timeout=grace_s)

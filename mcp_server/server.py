@@ -36,8 +36,9 @@ from dbtools.plural import counted
 from dbtools.schema_search import search_schema
 from dbtools.value_search import ValueIndex
 from mcp_server.agent import RoundEvent
-from mcp_server.agent.errors import AgentCancelled, PolicyConfigError
+from mcp_server.agent.errors import AgentCancelled, ModelError, PolicyConfigError
 from mcp_server.agent.policies import MODEL_SETUP_HINT
+from mcp_server.client_presence import ClientLeft, run_while_client_waits
 from mcp_server.model_runner import ModelLoadError, ModelRunner, QuestionCancelledError
 from mcp_server.server_models import (
     AskAnswer,
@@ -418,12 +419,11 @@ class ScoutTools:
 
         ask = partial(self.runner.ask, question, evidence, on_round=on_round, cancel=cancel)
         try:
-            # abandon_on_cancel: a cancelled request returns at once; the episode stops at its next boundary
-            answer = await anyio.to_thread.run_sync(ask, abandon_on_cancel=True)
-        except anyio.get_cancelled_exc_class():
-            cancel.set()
-            raise
-        except (PolicyConfigError, ModelLoadError) as error:
+            answer = await run_while_client_waits(ctx, ask, cancel)
+        except ClientLeft as error:
+            raise ToolError(f"ask_database stopped: {error}") from error
+        except (PolicyConfigError, ModelLoadError, ModelError) as error:
+            log.debug("ask_database failed", exc_info=True)  # the SDK logs the message, in one line
             raise ToolError(f"{error}\nThe other tools work without a model.") from error
         except (AgentCancelled, QuestionCancelledError) as error:
             raise ToolError(f"ask_database was cancelled: {error}") from error

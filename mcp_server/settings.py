@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_server.agent.episode import EpisodeLimits
+from mcp_server.agent.policies.endpoint import ENDPOINT_RETRIES, ENDPOINT_TIMEOUT_S
 from model.errors import DOWNLOAD_HINT, missing_local_engine, no_config_message
 
 ENV_PREFIX = "SQLSCOUT_"
@@ -63,6 +64,18 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("endpoint_model", "model name to request from --endpoint", metavar="NAME"),
     Option("api_key", "API key sent to --endpoint", secret=True, metavar="KEY"),
+    Option(
+        "endpoint_timeout",
+        f"seconds one completion from --endpoint may take (default {ENDPOINT_TIMEOUT_S:g})",
+        parse=float,
+        metavar="SECONDS",
+    ),
+    Option(
+        "endpoint_retries",
+        f"times a failed request to --endpoint is tried again, after 1, 2, 4... s (default {ENDPOINT_RETRIES})",
+        parse=int,
+        metavar="N",
+    ),
     Option("transport", "stdio (default; for desktop hosts) or http (streamable HTTP)", choices=TRANSPORTS),
     Option(
         "host", "HTTP bind address (default 127.0.0.1; any other address requires --token)", metavar="ADDRESS"
@@ -127,6 +140,8 @@ class Settings:
     endpoint: str | None = None
     endpoint_model: str | None = None
     api_key: str | None = None
+    endpoint_timeout: float = ENDPOINT_TIMEOUT_S
+    endpoint_retries: int = ENDPOINT_RETRIES
     transport: str = "stdio"
     host: str = "127.0.0.1"
     port: int = 8000
@@ -162,6 +177,12 @@ class Settings:
             raise SettingsError("--endpoint needs --endpoint-model NAME (SQLSCOUT_ENDPOINT_MODEL)")
         if (self.endpoint_model or self.api_key) and not self.endpoint:
             raise SettingsError("--endpoint-model and --api-key only apply with --endpoint URL")
+        if not math.isfinite(self.endpoint_timeout) or self.endpoint_timeout <= 0:
+            raise SettingsError(
+                f"--endpoint-timeout must be a positive number of seconds, not {self.endpoint_timeout:g}"
+            )
+        if self.endpoint_retries < 0:
+            raise SettingsError(f"--endpoint-retries must be at least 0, not {self.endpoint_retries}")
         if not 1 <= self.port <= 65535:
             raise SettingsError(f"--port must be between 1 and 65535, not {self.port}")
         if self.max_rows < 1:

@@ -1,7 +1,9 @@
-"""The stdio transport, and what a person who starts the server in a terminal sees: a hint, and a Ctrl-C that works."""
+"""The stdio transport: a client that hangs up ends it quietly, and a person who starts the server in a terminal
+sees a hint and gets a Ctrl-C that works."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -10,6 +12,8 @@ from contextlib import contextmanager, suppress
 
 from mcp.server.mcpserver import MCPServer
 
+log = logging.getLogger(__name__)
+
 TERMINAL_HINT = (
     "sqlscout is waiting for an MCP client on stdin/stdout (Ctrl-C quits). To try it instead: "
     'python -m mcp_server ask "QUESTION", '
@@ -17,6 +21,8 @@ TERMINAL_HINT = (
     "or the MCP Inspector: npx @modelcontextprotocol/inspector python -m mcp_server"
 )
 INTERRUPTED_STATUS = 128 + signal.SIGINT
+# What writing to the pipes of a client that has gone away raises.
+HANG_UP_ERRORS = (BrokenPipeError, ConnectionResetError)
 
 
 def stdin_is_terminal() -> bool:
@@ -25,13 +31,36 @@ def stdin_is_terminal() -> bool:
 
 
 def serve_stdio(server: MCPServer) -> None:
-    """Serve MCP over stdin/stdout; in a terminal, say what the server waits for and let Ctrl-C end it."""
-    if not stdin_is_terminal():
-        server.run("stdio")
-        return
-    with interrupt_exits_at_once():
-        print(TERMINAL_HINT, file=sys.stderr, flush=True)
-        server.run("stdio")
+    """Serve MCP over stdin/stdout until the client closes them; in a terminal, say what the server waits for
+    and let Ctrl-C end it."""
+    with hang_up_ends_serving():
+        if not stdin_is_terminal():
+            server.run("stdio")
+            return
+        with interrupt_exits_at_once():
+            print(TERMINAL_HINT, file=sys.stderr, flush=True)
+            server.run("stdio")
+
+
+@contextmanager
+def hang_up_ends_serving() -> Iterator[None]:
+    """A client that closes the pipes while a reply is due (say to the question it stopped waiting for) ends
+    the session as closing stdin does: the SDK's stdout writer fails with a broken pipe, which reaches here
+    inside its task group's exception group."""
+    try:
+        yield
+    except Exception as error:
+        if not is_hang_up(error):
+            raise
+        log.info("the client closed the connection")
+
+
+def is_hang_up(error: BaseException) -> bool:
+    """A broken pipe or reset connection, alone or in exception groups holding nothing else."""
+    if isinstance(error, HANG_UP_ERRORS):
+        return True
+    nested = getattr(error, "exceptions", None)  # an exception group (the backport's, before Python 3.11)
+    return bool(nested) and all(is_hang_up(inner) for inner in nested)
 
 
 @contextmanager

@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+# Script entries besides (status, body): HOLD keeps the request waiting, as a model writing a long answer
+# does, until the client hangs up or the server stops; DIE, after the response before it, stops listening,
+# so that the next request finds the port closed.
+HOLD = "hold"
+DIE = "die"
 
 
 class CompletionsServer:
-    """Answers POST /v1/completions with the next scripted (status, body) and records every request."""
+    """Answers POST /v1/completions with the next scripted response and records every request; a body given as
+    a dict is sent as JSON, a string as it is. `hung_up` counts held requests whose client went away."""
 
-    def __init__(self, responses: list[tuple[int, dict]]) -> None:
+    def __init__(self, responses: list, port: int = 0) -> None:
         self.responses = list(responses)
         self.requests: list[dict] = []
+        self.hung_up = 0
         self.lock = threading.Lock()
+        self.stopped = threading.Event()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -23,26 +35,65 @@ class CompletionsServer:
                     outer.requests.append(
                         {"path": self.path, "auth": self.headers.get("Authorization"), "body": body}
                     )
-                    status, payload = outer.responses.pop(0)
-                data = json.dumps(payload).encode()
+                    response = outer.responses.pop(0)
+                    dies = bool(outer.responses) and outer.responses[0] == DIE
+                    if dies:
+                        outer.responses.pop(0)
+                if response == HOLD:
+                    outer._hold(self.connection)
+                    self.close_connection = True
+                    return
+                status, payload = response
+                data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header(
+                    "Content-Type", "text/plain" if isinstance(payload, str) else "application/json"
+                )
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+                if dies:
+                    self.wfile.flush()
+                    outer.stop_listening()
 
             def log_message(self, *args) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.server.server_port
+        self.url = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def _hold(self, connection: socket.socket) -> None:
+        while not self.stopped.is_set():
+            readable, _, _ = select.select([connection], [], [], 0.02)
+            if readable and not connection.recv(1, socket.MSG_PEEK):
+                with self.lock:
+                    self.hung_up += 1
+                return
+
+    def wait_for_requests(self, count: int, timeout_s: float = 30.0) -> None:
+        """Return once `count` requests have arrived; fail after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.requests) < count:
+            assert time.monotonic() < deadline, (
+                f"{len(self.requests)} of {count} requests within {timeout_s} s"
+            )
+            time.sleep(0.01)
+
+    def stop_listening(self) -> None:
+        """Close the port: from now on connecting is refused. Safe from a handler and more than once."""
+        if not self.stopped.is_set():
+            self.stopped.set()
+            threading.Thread(target=self.server.shutdown, daemon=True).start()
+            self.server.socket.close()
 
     def __enter__(self) -> CompletionsServer:
         self.thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
+        self.stopped.set()
         self.server.shutdown()
         self.server.server_close()
 

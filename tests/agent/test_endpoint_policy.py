@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import shutil
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from mcp_server.agent import Agent, AgentConfig
-from mcp_server.agent.errors import EndpointError
+from mcp_server.agent.errors import AgentCancelled, EndpointError
 from mcp_server.agent.policies import build_policy
 from mcp_server.agent.policies.endpoint import EndpointPolicy, completions_url
 from model.sampling_params import SamplingParams
-from tests.completions_server import CompletionsServer, completion
+from tests.completions_server import HOLD, CompletionsServer, completion
 
 LIST = '{"tool": "list_tables", "args": {}}'
 SUBMIT = '{"tool": "submit_sql", "args": {"sql": "SELECT COUNT(*) AS n FROM employees"}}'
@@ -89,8 +92,42 @@ def test_unreachable_endpoint_says_so(sqlite_db):
     with CompletionsServer([]) as server:
         url = server.url  # closed again when the block ends, so nothing listens there
     policy = EndpointPolicy(url, "m", retries=1, backoff_s=0.01)
-    with pytest.raises(EndpointError, match=f"could not reach {url}/v1/completions.*2 attempts"):
+    with pytest.raises(EndpointError) as raised:
         Agent(sqlite_db, policy).ask("How many employees?")
+    assert str(raised.value) == (
+        f"could not reach the model endpoint {url}/v1/completions: connection refused (gave up after 2 "
+        "attempts): check that the model server is running and that --endpoint (SQLSCOUT_ENDPOINT) is its address"
+    )
+
+
+def test_a_cancel_cuts_off_the_requests_in_flight_and_sends_no_more(sqlite_db):
+    cancel = threading.Event()
+    with CompletionsServer([HOLD, HOLD]) as server, ThreadPoolExecutor(1) as pool:
+        policy = EndpointPolicy(server.url, "m")
+        asking = pool.submit(Agent(sqlite_db, policy).ask, "How many employees?", samples=2, cancel=cancel)
+        server.wait_for_requests(2)
+        cancel.set()
+        with pytest.raises(AgentCancelled):
+            asking.result(timeout=2)
+        deadline = time.monotonic() + 2
+        while server.hung_up < 2:
+            assert time.monotonic() < deadline, "the requests in flight were not cut off"
+            time.sleep(0.01)
+    assert len(server.requests) == 2
+
+
+def test_a_cancel_ends_the_backoff_before_a_retry(sqlite_db):
+    cancel = threading.Event()
+    with CompletionsServer([(503, {"error": {"message": "busy"}})]) as server:
+        policy = EndpointPolicy(server.url, "m", backoff_s=30)
+        asking = ThreadPoolExecutor(1).submit(
+            Agent(sqlite_db, policy).ask, "How many employees?", cancel=cancel
+        )
+        server.wait_for_requests(1)
+        cancel.set()
+        with pytest.raises(AgentCancelled):
+            asking.result(timeout=2)
+    assert len(server.requests) == 1
 
 
 def test_model_directory_lends_its_tokenizer_template_and_prompts(

@@ -3,16 +3,19 @@ still ends cleanly within its budget, and every token of the episode runs throug
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 
 import pytest
+import torch
 
 from mcp_server.agent import Agent, AgentConfig
-from mcp_server.agent.errors import AgentCancelled
+from mcp_server.agent.errors import AgentCancelled, ModelOutOfMemoryError
 from mcp_server.agent.policies import local
 from mcp_server.agent.policies.local import LocalPolicy
 from mcp_server.agent.prompts import Prompts
-from model.engine import Engine
+from model.engine import Engine, Session
 from model.random_checkpoint import write_tiny_checkpoint
 from model.sampling_params import SamplingParams
 
@@ -83,3 +86,45 @@ def test_cancel_stops_decoding_between_chunks(policy, monkeypatch):
         # The seeded random model samples no stop token in its first two steps.
         run.complete([0], [10], SamplingParams(seed=1), CancelAfterChecks(1))
     assert run.length(0) == prompt_length + 2
+
+
+@pytest.mark.parametrize(
+    ("error", "where"),
+    [
+        (
+            torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has 3 GiB"),
+            "generate",
+        ),
+        (MemoryError(), "append"),
+    ],
+    ids=["cuda-generating", "host-reading"],
+)
+def test_running_out_of_memory_ends_the_question_and_the_next_one_runs(
+    policy, sqlite_db, monkeypatch, error, where
+):
+    config = AgentConfig(token_budget=BUDGET, sampling=SamplingParams(seed=3))
+    original = getattr(Session, where)
+    failed_sessions = []
+
+    def out_of_memory_once(session, *args, **kwargs):
+        if not failed_sessions:
+            failed_sessions.append(weakref.ref(session))
+            raise error
+        return original(session, *args, **kwargs)
+
+    monkeypatch.setattr(Session, where, out_of_memory_once)
+    with pytest.raises(ModelOutOfMemoryError) as raised:
+        Agent(sqlite_db, policy, config).ask("How many employees?")
+    message = str(raised.value)
+    del raised  # its traceback holds the failed question's frames
+    gc.collect()
+    assert message.startswith(
+        "the local model ran out of memory on cpu (CUDA out of memory"
+        if where == "generate"
+        else "the local model ran out of memory on cpu (MemoryError)"
+    )
+    assert "--token-budget" in message and "--samples" in message and "--endpoint" in message
+    assert "GPU 0 has" not in message  # torch's allocator statistics stay out of the message
+    assert failed_sessions[0]() is None  # the question's caches are let go
+    answer = Agent(sqlite_db, policy, config).ask("How many employees?")
+    assert answer.ending == "no_sql" and len(failed_sessions) == 1

@@ -7,12 +7,14 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
+from mcp import Client, StdioServerParameters
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # A value that tries to break out of the untrusted-data fence and instruct the host.
@@ -43,12 +45,16 @@ def fill_shop(execute, placeholder: str) -> None:
             execute(f"INSERT INTO {table} VALUES ({marks})", row)
 
 
-@pytest.fixture(scope="session")
-def sqlite_dsn(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("shop") / "shop.sqlite"
+def shop_sqlite(path: Path) -> str:
+    """The shop database written to a new SQLite file at `path`; returns its DSN."""
     with sqlite3.connect(path) as conn:
         fill_shop(conn.execute, "?")
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def sqlite_dsn(tmp_path_factory) -> str:
+    return shop_sqlite(tmp_path_factory.mktemp("shop") / "shop.sqlite")
 
 
 @pytest.fixture(scope="session")
@@ -87,6 +93,28 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 
 
 SERVER_COMMAND = [sys.executable, "-m", "mcp_server"]
+# A client's first message, for tests that speak MCP by hand.
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "0"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def stdio_client(*args: str, **env: str) -> Client:
+    """A client of `python -m mcp_server ARGS` over stdio, started with `subprocess_env(**env)`."""
+    command, *module = SERVER_COMMAND
+    return Client(
+        StdioServerParameters(
+            command=command, args=[*module, *args], env=subprocess_env(**env), cwd=str(PROJECT_ROOT)
+        )
+    )
 
 
 @pytest.fixture
@@ -141,7 +169,8 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 class ServerProcess:
-    """`python -m mcp_server --transport http ...` on a free loopback port, stopped on exit."""
+    """`python -m mcp_server --transport http ...` on a free loopback port, stopped on exit. Its stderr is read
+    as it comes (`stderr_lines`), so that a server kept for many tests never blocks on a full pipe."""
 
     def __init__(self, *args: str, env: dict[str, str]) -> None:
         self.port = free_port()
@@ -150,14 +179,22 @@ class ServerProcess:
         self.process = subprocess.Popen(
             command, env=env, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
+        self.stderr_lines: list[str] = []
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
         self._wait_until_listening()
+
+    def _read_stderr(self) -> None:
+        for line in self.process.stderr:
+            self.stderr_lines.append(line)
 
     def _wait_until_listening(self, timeout_s: float = 120.0) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                self._stderr_reader.join(timeout=10)
                 raise RuntimeError(
-                    f"server exited with {self.process.returncode}:\n{self.process.stderr.read()}"
+                    f"server exited with {self.process.returncode}:\n{''.join(self.stderr_lines)}"
                 )
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", self.port)) == 0:
@@ -166,9 +203,15 @@ class ServerProcess:
         raise RuntimeError("server did not start listening in time")
 
     def stop(self) -> tuple[str, str]:
+        """Terminate the server; returns its stdout and stderr."""
         self.process.terminate()
         try:
-            return self.process.communicate(timeout=20)
+            self.process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            return self.process.communicate()
+            self.process.wait()
+        self._stderr_reader.join(timeout=10)
+        stdout = self.process.stdout.read()
+        self.process.stdout.close()
+        self.process.stderr.close()
+        return stdout, "".join(self.stderr_lines)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 
 import anyio
 import pytest
 from mcp import Client
 
 from mcp_server.agent.chat_format import render_chatml
-from mcp_server.agent.errors import AgentCancelled
+from mcp_server.agent.errors import AgentCancelled, EndpointError, ModelOutOfMemoryError
 from mcp_server.agent.policies.replay import ReplayPolicy
 from mcp_server.model_runner import ModelRunner
 from mcp_server.server import build_server
@@ -156,3 +158,71 @@ async def test_a_model_that_fails_to_load_is_reported_per_question(shop_db, tmp_
     assert first.is_error
     assert f"loading the model from {tmp_path} failed" in first.content[0].text
     assert other.structured_content["total"] == 3
+
+
+class FailingOncePolicy:
+    """A replay policy whose first completion fails with `error`, as a model that breaks mid-question."""
+
+    def __init__(self, script: list[str], error: Exception) -> None:
+        self.inner = byte_replay(script)
+        self.name, self.prompts, self.chat = "failing", self.inner.prompts, self.inner.chat
+        self.error = error
+        self.failed = False
+
+    def start(self, prompt: str, samples: int, max_tokens: int):
+        run = self.inner.start(prompt, samples, max_tokens)
+        original = run.complete
+
+        def complete(rows, max_new_tokens, sampling, cancel=None):
+            if not self.failed:
+                self.failed = True
+                raise self.error
+            return original(rows, max_new_tokens, sampling, cancel)
+
+        run.complete = complete
+        return run
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        EndpointError(
+            "the model endpoint http://gpu:8000/v1/completions refused the API key (HTTP 401): check it"
+        ),
+        ModelOutOfMemoryError("the local model ran out of memory on cuda:0 (CUDA out of memory): lower it"),
+    ],
+    ids=["endpoint", "out-of-memory"],
+)
+async def test_a_model_failing_mid_question_is_one_clear_error_and_the_next_question_works(
+    shop_db, error, caplog
+):
+    async with Client(server_with(shop_db, FailingOncePolicy(SCRIPT, error))) as client:
+        with caplog.at_level(logging.INFO):
+            failed = await client.call_tool("ask_database", {"question": "orders per status?"})
+        after = await client.call_tool("ask_database", {"question": "orders per status?"})
+    assert failed.is_error
+    assert (
+        failed.content[0].text
+        == f"Error executing tool ask_database: {error}\nThe other tools work without a model."
+    )
+    assert [r.levelname for r in caplog.records] == ["INFO"] and not caplog.records[0].exc_info
+    assert str(error) in caplog.records[0].getMessage()
+    assert after.structured_content["rows"] == [["pending", 6], ["shipped", 6]]
+
+
+def test_a_model_that_fails_to_load_in_the_background_is_one_line(shop_db, tmp_path, caplog):
+    (tmp_path / "config.json").write_text("{}")
+    runner = ModelRunner(Settings(model=str(tmp_path)), shop_db)
+    with caplog.at_level(logging.INFO):
+        runner.preload_in_background()
+        deadline = time.monotonic() + 30
+        while not any(r.levelno >= logging.WARNING for r in caplog.records):
+            assert time.monotonic() < deadline, "the failed load was not logged"
+            time.sleep(0.05)
+    (warning,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert f"loading the model from {tmp_path} failed" in warning.getMessage()
+    assert "ask_database will try again" in warning.getMessage()
+    assert not [r for r in caplog.records if r.exc_info]

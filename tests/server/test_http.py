@@ -11,22 +11,19 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.server.conftest import ORDERS, PROJECT_ROOT, SERVER_COMMAND, ServerProcess, subprocess_env
+from tests.server.conftest import (
+    INITIALIZE,
+    MCP_HEADERS,
+    ORDERS,
+    PROJECT_ROOT,
+    SERVER_COMMAND,
+    ServerProcess,
+    subprocess_env,
+)
 
 pytestmark = pytest.mark.anyio
 
 TOKEN = "correct-horse-battery-staple"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "probe", "version": "0"},
-    },
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 @pytest.fixture(scope="module")

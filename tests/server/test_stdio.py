@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from mcp import Client, StdioServerParameters
 
 from dbtools.demo import GENERATOR_VERSION
-from tests.server.conftest import ORDERS, PROJECT_ROOT, SERVER_COMMAND, subprocess_env
+from tests.server.conftest import ORDERS, stdio_client
 
 pytestmark = pytest.mark.anyio
-
-
-def stdio_client(*args: str, **env: str) -> Client:
-    command, *module = SERVER_COMMAND
-    return Client(
-        StdioServerParameters(
-            command=command, args=[*module, *args], env=subprocess_env(**env), cwd=str(PROJECT_ROOT)
-        )
-    )
 
 
 async def test_every_database_tool_over_stdio(shop_dsn, cache_dir):

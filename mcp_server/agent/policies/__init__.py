@@ -6,6 +6,7 @@ from pathlib import Path
 
 from mcp_server.agent.errors import PolicyConfigError
 from mcp_server.agent.policies.base import Completion, Policy, PolicyRun
+from mcp_server.agent.policies.endpoint import ENDPOINT_RETRIES, ENDPOINT_TIMEOUT_S, EndpointPolicy
 from model.errors import DOWNLOAD_HINT, missing_local_engine
 
 __all__ = ["Completion", "Policy", "PolicyRun", "build_policy"]
@@ -23,11 +24,14 @@ def build_policy(
     endpoint: str | None = None,
     endpoint_model: str | None = None,
     api_key: str | None = None,
+    endpoint_timeout_s: float = ENDPOINT_TIMEOUT_S,
+    endpoint_retries: int = ENDPOINT_RETRIES,
     device: str | None = None,
     dtype=None,
 ) -> Policy:
     """The endpoint policy when an endpoint is given (a model directory then only lends its tokenizer and
-    prompts), else the local engine on the model directory."""
+    prompts; each request waits up to endpoint_timeout_s and a failed one is tried endpoint_retries more
+    times), else the local engine on the model directory."""
     if model_dir is not None and not Path(model_dir).is_dir():
         raise PolicyConfigError(f"model directory {str(model_dir)!r} does not exist; {MODEL_SETUP_HINT}")
     if endpoint:
@@ -35,9 +39,14 @@ def build_policy(
             raise PolicyConfigError(
                 "the endpoint needs the name of the model it serves (--endpoint-model / SQLSCOUT_ENDPOINT_MODEL)"
             )
-        from mcp_server.agent.policies.endpoint import EndpointPolicy
-
-        return EndpointPolicy(endpoint, endpoint_model, api_key=api_key, model_dir=model_dir)
+        return EndpointPolicy(
+            endpoint,
+            endpoint_model,
+            api_key=api_key,
+            model_dir=model_dir,
+            timeout_s=endpoint_timeout_s,
+            retries=endpoint_retries,
+        )
     if model_dir is not None:
         missing = missing_local_engine()
         if missing:

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import torch
+
 from mcp_server.agent.chat_format import STOP_TOKENS, ChatFormat
-from mcp_server.agent.errors import AgentCancelled
+from mcp_server.agent.errors import AgentCancelled, ModelOutOfMemoryError
 from mcp_server.agent.policies.base import Completion
 from mcp_server.agent.prompts import Prompts, load_prompts
 from model.engine import Engine
@@ -16,6 +20,26 @@ from model.sampling_params import SamplingParams
 
 # With a cancel event, decoding runs in chunks of this many tokens and checks the event between them.
 CANCEL_CHECK_TOKENS = 256
+OUT_OF_MEMORY_HINT = (
+    "lower --token-budget or --samples (SQLSCOUT_TOKEN_BUDGET, SQLSCOUT_SAMPLES), free memory on the device, "
+    "or serve the model elsewhere and give --endpoint URL"
+)
+
+
+@contextmanager
+def out_of_memory_reported(device: torch.device) -> Iterator[None]:
+    """Running out of memory ends the question with ModelOutOfMemoryError; the run's caches are freed when it
+    closes, so the next question starts with the memory this one held."""
+    try:
+        yield
+    except (torch.cuda.OutOfMemoryError, MemoryError) as error:
+        # torch's message goes on to allocator statistics and links; its first sentences say what ran out.
+        what = ". ".join(str(error).split(". ")[:2]).strip() or type(error).__name__
+        # Its traceback would keep the frames that ran out, and through them their caches, alive for as long
+        # as the error is: without it they go when the run closes, before the next question needs the memory.
+        raise ModelOutOfMemoryError(
+            f"the local model ran out of memory on {device} ({what}): {OUT_OF_MEMORY_HINT}"
+        ) from error.with_traceback(None)
 
 
 class LocalRun:
@@ -25,25 +49,29 @@ class LocalRun:
         self._policy = policy
         tokenizer = policy.engine.tokenizer
         prompt_ids = tokenizer.encode(prompt)
-        # A prompt longer than the budget still fits its session; the episode then ends before generating.
-        root = policy.engine.new_session(1, max(max_tokens, len(prompt_ids)))
-        root.append(prompt_ids)
-        if samples > 1:
-            self.session = root.fork(samples)
-            self._prefill_processed = root.processed_tokens
-        else:
-            self.session = root
-            self._prefill_processed = 0
+        with out_of_memory_reported(policy.engine.device):
+            # A prompt longer than the budget still fits its session; the episode then ends before generating.
+            root = policy.engine.new_session(1, max(max_tokens, len(prompt_ids)))
+            root.append(prompt_ids)
+            if samples > 1:
+                self.session = root.fork(samples)
+                self._prefill_processed = root.processed_tokens
+            else:
+                self.session = root
+                self._prefill_processed = 0
         self.samples = samples
 
     def append(self, texts: dict[int, str]) -> None:
         if not texts:
             return
         encode = self._policy.engine.tokenizer.encode
-        if self.samples == 1:
-            self.session.append(encode(texts[0]) if 0 in texts else [])
-        else:
-            self.session.append([encode(texts[row]) if row in texts else [] for row in range(self.samples)])
+        with out_of_memory_reported(self._policy.engine.device):
+            if self.samples == 1:
+                self.session.append(encode(texts[0]) if 0 in texts else [])
+            else:
+                self.session.append(
+                    [encode(texts[row]) if row in texts else [] for row in range(self.samples)]
+                )
 
     def complete(
         self,
@@ -63,7 +91,8 @@ class LocalRun:
             chunk = [
                 min(left[row], CANCEL_CHECK_TOKENS) if cancel is not None else left[row] for row in running
             ]
-            outputs = self.session.generate(chunk, sampling, stop_ids, rows=running)
+            with out_of_memory_reported(self._policy.engine.device):
+                outputs = self.session.generate(chunk, sampling, stop_ids, rows=running)
             still = []
             for row, tokens in zip(running, outputs, strict=True):
                 generated[row] += tokens
