@@ -178,18 +178,10 @@ class ScoutServer(MCPServer):
 
 
 def row_count(db: Database, info: TableInfo, deadline: float | None = None) -> int | None:
-    """The catalog's row estimate where the engine keeps one (PostgreSQL), else a count; None if that fails
-    or the `deadline` (time.monotonic()) passes first."""
-    if info.row_estimate is not None:
-        return info.row_estimate
+    """The table's row count or estimate (Database.row_count), None when counting would pass the `deadline`
+    (time.monotonic())."""
     timeout_s = db.timeout_s if deadline is None else min(db.timeout_s, deadline - time.monotonic())
-    if timeout_s <= 0:
-        return None
-    try:
-        [(count,)] = list(db.stream(f"SELECT COUNT(*) FROM {db.quote(info.name)}", timeout_s=timeout_s))
-        return count
-    except DatabaseToolError:
-        return None
+    return db.row_count(info, timeout_s=timeout_s)
 
 
 def value_match_line(match: ValueMatch) -> str:

@@ -27,10 +27,9 @@ from dbtools.plural import counted
 from dbtools.safety import check_query
 
 logger = logging.getLogger(__name__)
-# Cells whose str() is their text, and values that can be large enough to need cutting before rendering.
+# Cells whose str() is their text.
 _PLAIN_TEXT = {str, int, float, bool, type(None)}
-_SIZED = (str, bytes, bytearray, memoryview)
-# JSON scalars as they are.
+# JSON scalars as they are (so are finite floats).
 _JSON_NATIVE = {str, int, bool, type(None)}
 # SQLite's storage classes, by the Python type its values arrive as.
 _STORED_TYPES = {int: "integer", float: "real", str: "text", bytes: "blob"}
@@ -92,7 +91,13 @@ class QueryResult:
             "sql": self.sql,
             "columns": list(self.columns),
             "column_types": list(self.column_types),
-            "rows": [[v if type(v) in _JSON_NATIVE else _json_cell(v) for v in row] for row in self.rows],
+            "rows": [
+                [
+                    v if type(v) in _JSON_NATIVE or (type(v) is float and math.isfinite(v)) else _json_cell(v)
+                    for v in row
+                ]
+                for row in self.rows
+            ],
             "row_count": self.row_count,
             "truncated": self.truncated,
             "truncation": self.truncation,
@@ -180,9 +185,10 @@ class ResultCaps:
                 "add a LIMIT or a narrower WHERE to see the rest"
             )
             return False
-        oversized = any(isinstance(v, _SIZED) and len(v) > self.max_chars for v in row)
-        line = None if oversized else row_text(row)
-        if self.collected and (line is None or self.chars + len(line) + 1 > self.max_chars):
+        # Values are capped by the engines (SQLite's length limit, PostgreSQL's cut in the query), so rendering
+        # a row before knowing that it fits costs at most one such value.
+        line = row_text(row)
+        if self.collected and self.chars + len(line) + 1 > self.max_chars:
             cut = "; long values of the first row were cut to fit" if self.clipped else ""
             self.truncation = (
                 f"stopped after {counted(len(self.collected), 'row')} "
@@ -190,7 +196,7 @@ class ResultCaps:
                 "select fewer or shorter columns, or add a LIMIT"
             )
             return False
-        if line is None or len(line) + 1 > self.max_chars:
+        if len(line) + 1 > self.max_chars:
             # The first row alone: keep it, but never let one huge value through whole.
             separators = 3 * max(len(row) - 1, 0) + 1
             row = _clip_row(row, max(self.max_chars - separators, 0))
@@ -249,6 +255,7 @@ class Database(ABC):
         self._catalog_lock = threading.Lock()
         self._catalog: dict[str, TableInfo] | None = None
         self._catalog_marker: object = None
+        self._counts: dict[str, tuple[object, int]] = {}  # table -> (data marker, row count)
         self._table_parts: dict[str, tuple[str, ...]] = {}  # table name -> its SQL name parts, filled on load
 
     # --- queries -------------------------------------------------------------------------------------------
@@ -376,6 +383,32 @@ class Database(ABC):
     @abstractmethod
     def _schema_marker(self) -> object:
         """A cheap value that changes whenever the schema does."""
+
+    def row_count(self, info: TableInfo, *, timeout_s: float) -> int | None:
+        """The catalog's row estimate where the engine keeps one (PostgreSQL), else a count, remembered while the
+        data stays unchanged; None when counting fails or would take longer than `timeout_s`."""
+        if info.row_estimate is not None:
+            return info.row_estimate
+        marker = self._data_marker()
+        remembered = self._counts.get(info.name)
+        if marker is not None and remembered is not None and remembered[0] == marker:
+            return remembered[1]
+        if timeout_s <= 0:
+            return None
+        try:
+            [(count,)] = list(
+                self.stream(f"SELECT COUNT(*) FROM {self.quote(info.name)}", timeout_s=timeout_s)
+            )
+        except DatabaseToolError:
+            return None
+        if marker is not None:
+            self._counts[info.name] = (marker, count)
+        return count
+
+    def _data_marker(self) -> object | None:
+        """A cheap value that changes whenever any table's rows may have; None where the engine has none, and
+        counts are then never remembered."""
+        return None
 
     @abstractmethod
     def fingerprint(self, table: str) -> str:
