@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import quote as url_quote
 
 from dbtools.engines.base import ColumnInfo, Database, ForeignKey, ResultCaps, TableInfo
+from dbtools.engines.sqlite_printf import install_printf_guard, take_printf_refusal
 from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError
 from dbtools.safety import denied_function_reason
 
@@ -27,8 +28,9 @@ _NAME_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "index
 # Pragmas that only read when given no value.
 _VALUE_PRAGMAS = {"schema_version", "data_version"}
 _PROGRESS_STEPS = 1000  # VM instructions between deadline checks
-# The deadline is checked between VM instructions, never inside one function call: printf('%.*c', 999999999, 'x')
-# runs for seconds past any timeout and holds a gigabyte. Capping a value's size bounds both.
+# The deadline is checked between VM instructions, never inside one function call: zeroblob(), randomblob() or
+# replace() would build a gigabyte within one. Capping a value's size makes them fail at once (printf() needs
+# its own guard, see sqlite_printf).
 MAX_VALUE_BYTES = 32 * 1024 * 1024
 DATABASE_SUFFIXES = (".sqlite", ".sqlite3", ".db", ".db3")
 
@@ -86,7 +88,7 @@ class SQLiteDatabase(Database):
         self, *, timeout_s: float | None = None, user_query: bool = False
     ) -> Iterator[sqlite3.Connection]:
         """A fresh read-only connection: query_only, the authorizer, the deadline when given, and for a
-        user's query the cap on a value's size."""
+        user's query the cap on a value's size and the printf() guard."""
         try:
             # A writer's lock is waited for no longer than the call's own timeout.
             busy_s = self.timeout_s if timeout_s is None else timeout_s
@@ -98,8 +100,10 @@ class SQLiteDatabase(Database):
         try:
             conn.execute("PRAGMA query_only = ON")
             conn.set_authorizer(_authorize)
-            if user_query:
+            if user_query and hasattr(conn, "setlimit"):  # Python 3.11+; 3.10 has no way to set it
                 conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+            if user_query:
+                install_printf_guard(conn, MAX_VALUE_BYTES)
             if timeout_s is not None:
                 deadline = time.perf_counter() + timeout_s
                 conn.set_progress_handler(lambda: int(time.perf_counter() > deadline), _PROGRESS_STEPS)
@@ -117,6 +121,9 @@ class SQLiteDatabase(Database):
             elapsed = time.perf_counter() - started
             if str(exc) == "interrupted":  # only the deadline handler interrupts
                 raise QueryTimeoutError(elapsed, timeout_s) from None
+            refusal = take_printf_refusal()
+            if refusal:
+                raise QueryError(refusal) from None
             if str(exc).startswith("database is locked"):
                 raise QueryError(
                     f"{exc}: another process is writing to {self.path.name}; retry when it has finished"
