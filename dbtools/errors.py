@@ -35,5 +35,9 @@ class ConnectionFailedError(DatabaseToolError):
     """The database could not be opened or reached."""
 
 
+class DatabaseBusyError(DatabaseToolError):
+    """Every connection the server may hold is running another call; the message says how many."""
+
+
 class UnparsableQueryError(UnsafeQueryError):
     """The policy could not parse a statement, so it cannot vouch for it."""

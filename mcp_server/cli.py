@@ -191,7 +191,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(host_snippet(namespace.target, settings, namespace.name, namespace.shell))
         return 0
     try:
-        db = open_database(settings.dsn, timeout_s=settings.timeout, max_rows=settings.max_rows)
+        db = open_database(
+            settings.dsn,
+            timeout_s=settings.timeout,
+            max_rows=settings.max_rows,
+            connect_timeout_s=settings.connect_timeout,
+            pool_size=settings.pool_size,
+        )
     except DatabaseToolError as error:
         print(f"sqlscout: {error}", file=sys.stderr)
         return 1

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, ValidationError
 from dbtools.engines import Database, QueryResult, TableInfo
 from dbtools.errors import (
     ConnectionFailedError,
+    DatabaseBusyError,
     DatabaseToolError,
     QueryError,
     QueryTimeoutError,
@@ -68,6 +69,7 @@ ERROR_SUMMARIES = (
     (UnknownObjectError, "Not found:"),
     (QueryError, "The database rejected the query:"),
     (ConnectionFailedError, "The database cannot be reached:"),
+    (DatabaseBusyError, "The database is busy:"),
 )
 # run_query without max_rows: a result of about 2,000 tokens.
 DEFAULT_RESULT_ROWS = 50

@@ -94,6 +94,19 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("max_rows", "most rows any query returns (default 1000)", parse=int, metavar="N"),
     Option("timeout", "statement timeout in seconds (default 10)", parse=float, metavar="SECONDS"),
+    Option(
+        "connect_timeout",
+        "seconds a new PostgreSQL connection may take before the server counts as unreachable "
+        "(default 5, at least 2)",
+        parse=int,
+        metavar="SECONDS",
+    ),
+    Option(
+        "pool_size",
+        "most PostgreSQL connections open at once, so most queries running at once (default 10)",
+        parse=int,
+        metavar="N",
+    ),
     Option("device", "device for a local model: cpu or cuda (default: cuda when available)", choices=DEVICES),
     Option(
         "samples",
@@ -149,6 +162,8 @@ class Settings:
     allowed_origins: str | None = None
     max_rows: int = 1000
     timeout: float = 10.0
+    connect_timeout: int = 5
+    pool_size: int = 10
     device: str | None = None
     samples: int = 1
     token_budget: int = EpisodeLimits.token_budget
@@ -189,6 +204,10 @@ class Settings:
             raise SettingsError(f"--max-rows must be at least 1, not {self.max_rows}")
         if not math.isfinite(self.timeout) or self.timeout <= 0:  # a NaN timeout would never expire
             raise SettingsError(f"--timeout must be a positive number of seconds, not {self.timeout:g}")
+        if self.connect_timeout < 2:  # libpq waits at least 2 s whatever it is given
+            raise SettingsError(f"--connect-timeout must be at least 2 seconds, not {self.connect_timeout}")
+        if self.pool_size < 1:
+            raise SettingsError(f"--pool-size must be at least 1, not {self.pool_size}")
         if self.samples < 1:
             raise SettingsError(f"--samples must be at least 1, not {self.samples}")
         if self.token_budget < 256:

@@ -1,8 +1,9 @@
-"""PostgreSQL engine: a psycopg pool; every call is one READ ONLY transaction running one statement, rolled back."""
+"""PostgreSQL engine: a connection pool; every call is one READ ONLY transaction running one statement, rolled back."""
 
 from __future__ import annotations
 
 import logging
+import select
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -10,9 +11,11 @@ from contextlib import contextmanager
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.pq import ExecStatus
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg.pq.abc import PGresult
 
 from dbtools.engines.base import ColumnInfo, Database, ForeignKey, ResultCaps, TableInfo
+from dbtools.engines.postgres_pool import PooledConnection, PostgresPool
+from dbtools.engines.postgres_value_cap import capped_statement
 from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError
 
 logger = logging.getLogger(__name__)
@@ -78,88 +81,81 @@ class PostgresDatabase(Database):
         max_rows: int = 1000,
         max_chars: int = 100_000,
         pool_size: int = 10,
-        connect_timeout_s: float = 10.0,
+        connect_timeout_s: int = 5,
     ) -> None:
         super().__init__(display_name, timeout_s=timeout_s, max_rows=max_rows, max_chars=max_chars)
-        connect_args = {"connect_timeout": max(1, round(connect_timeout_s)), "application_name": "sqlscout"}
+        connect_args = {
+            "connect_timeout": max(2, connect_timeout_s),  # libpq's minimum
+            "application_name": "sqlscout",
+            # A server that vanished without closing its connections (a failover, a dropped network) is
+            # noticed: unacknowledged writes fail after the connect timeout, a silent server after ~25 s.
+            "tcp_user_timeout": max(2, connect_timeout_s) * 1000,
+            "keepalives_idle": 10,
+            "keepalives_interval": 5,
+            "keepalives_count": 3,
+        }
         try:
-            # One direct attempt first: the pool only reports a timeout, libpq says what went wrong.
-            with psycopg.connect(conninfo, **connect_args) as probe:
-                superuser = probe.info.parameter_status("is_superuser") == "on"
-                role = probe.info.user
+            first = PooledConnection.connect(conninfo, **connect_args)
         except psycopg.Error as exc:
             raise ConnectionFailedError(f"cannot connect to {display_name}: {_first_line(exc)}") from None
-        if superuser:
+        if first.info.parameter_status("is_superuser") == "on":
             logger.warning(
                 "connected to %s as superuser %r: read-only transactions hold, but a superuser can read every "
                 "catalog and file the server exposes; connect as a SELECT-only role",
                 display_name,
-                role,
+                first.info.user,
             )
         self._oids: dict[str, int] = {}
-        self._pool = ConnectionPool(
+        self._pool = PostgresPool(
             conninfo,
-            min_size=1,
-            max_size=pool_size,
-            kwargs=connect_args,
+            connect_args,
+            size=pool_size,
+            server=f"PostgreSQL at {_address(first)}",
             configure=_configure,
-            check=ConnectionPool.check_connection,  # a restarted server costs no failed call
-            timeout=max(30.0, timeout_s * 2),
-            name="sqlscout",
-            open=False,
+            first=first,
         )
-        try:
-            self._pool.open(wait=True, timeout=connect_timeout_s)
-        except PoolTimeout:
-            self._pool.close()
-            raise ConnectionFailedError(
-                f"cannot connect to {display_name}: no connection within {connect_timeout_s:g} s"
-            ) from None
 
     @contextmanager
     def _transaction(self, timeout_s: float) -> Iterator[psycopg.Connection]:
-        """A pooled connection inside a fresh READ ONLY transaction with a statement timeout; rolled back."""
+        """A pooled connection inside a fresh READ ONLY transaction with a statement timeout; rolled back.
+
+        A free connection is waited for up to the call's own timeout: the calls holding them end by theirs.
+        """
         started = time.perf_counter()
+        statement_timeout = f"{max(1, round(timeout_s * 1000))}ms"
         try:
-            with self._pool.connection() as conn:
-                try:
-                    conn.execute(
-                        "SELECT set_config('statement_timeout', %s, true)",
-                        (f"{max(1, round(timeout_s * 1000))}ms",),
-                    )
-                    yield conn
-                finally:
-                    if not conn.closed:
-                        conn.rollback()
-        except pg_errors.QueryCanceled:
-            raise QueryTimeoutError(time.perf_counter() - started, timeout_s) from None
-        except PoolTimeout:
-            raise ConnectionFailedError(
-                f"no free connection to {self.display_name}: too many queries at once, retry shortly"
-            ) from None
+            with self._pool.connection(
+                timeout_s,
+                lambda conn: conn.execute(
+                    "SELECT set_config('statement_timeout', %s, true)", (statement_timeout,)
+                ),
+            ) as conn:
+                yield conn
+        except pg_errors.QueryCanceled as exc:
+            elapsed = time.perf_counter() - started
+            if elapsed < timeout_s:  # the server measures from the statement's start, later than `started`
+                raise QueryError(f"cancelled on the server before the timeout: {_first_line(exc)}") from None
+            raise QueryTimeoutError(elapsed, timeout_s) from None
         except psycopg.Error as exc:
             lost = exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P"))
             if isinstance(exc, psycopg.OperationalError) and lost:
                 raise ConnectionFailedError(
-                    f"lost the connection to {self.display_name}: {_first_line(exc)}"
+                    f"lost the connection to {self._pool.server} ({_first_line(exc)}); the next call reconnects"
                 ) from None
             raise QueryError(_engine_message(exc)) from None
 
     def _run_capped(self, sql: str, caps: ResultCaps, timeout_s: float) -> list[tuple[str, str | None]]:
         with self._transaction(timeout_s) as conn, conn.cursor() as cursor:
+            described = _described(conn, sql)
+            type_oids = [described.ftype(i) for i in range(described.nfields)]
+            capped = capped_statement(sql, type_oids, caps.max_chars)
             # stream() always uses the extended protocol: one statement, never a script.
-            rows = cursor.stream(sql)
+            rows = cursor.stream(capped.sql if capped else sql)
             for row in rows:
-                if not caps.add(row):
+                if not caps.add(capped.restore(row) if capped else row):
                     rows.close()
                     break
-            if cursor.description is not None:
-                result = cursor.pgresult
-                return [
-                    (column.name, _type_name(conn, result.ftype(i), result.fmod(i)))
-                    for i, column in enumerate(cursor.description)
-                ]
-            return _statement_columns(conn, sql)  # stream() keeps no description for an empty result
+            return _columns(conn, described)
 
     def _plan(self, sql: str, timeout_s: float) -> str:
         # Options first: whatever the statement starts with, it cannot be read as EXPLAIN's own options. stream()
@@ -282,12 +278,33 @@ def _render_create_table(
     return f"CREATE TABLE {qualified} ({', '.join(parts)})"
 
 
-def _statement_columns(conn: psycopg.Connection, sql: str) -> list[tuple[str, str | None]]:
-    """Columns of a statement, from the server's description of it as the unnamed prepared statement."""
+def _described(conn: psycopg.Connection, sql: str) -> PGresult:
+    """The server's description of a statement, prepared as the unnamed statement; its error if it has none."""
     pgconn = conn.pgconn
-    if pgconn.prepare(b"", sql.encode()).status != ExecStatus.COMMAND_OK:
-        return []
-    described = pgconn.describe_prepared(b"")
+    prepared = pgconn.prepare(b"", sql.encode(conn.info.encoding))
+    if prepared.status != ExecStatus.COMMAND_OK:
+        raise pg_errors.error_from_result(prepared, encoding=conn.info.encoding)
+    # Sent and awaited here, not with describe_prepared(), which waits for the server holding the GIL: a
+    # server that stalled then froze every thread of the process.
+    pgconn.send_describe_prepared(b"")
+    while pgconn.flush():
+        select.select([], [pgconn.socket], [])
+    results = []
+    while True:  # every result of the command, until libpq is ready for the next one
+        while pgconn.is_busy():
+            select.select([pgconn.socket], [], [])
+            pgconn.consume_input()
+        result = pgconn.get_result()
+        if result is None:
+            break
+        results.append(result)
+    if not results or results[0].status != ExecStatus.COMMAND_OK:
+        raise psycopg.OperationalError(pgconn.get_error_message())
+    return results[0]
+
+
+def _columns(conn: psycopg.Connection, described: PGresult) -> list[tuple[str, str | None]]:
+    """Each column's name and type, as a statement's description gives them."""
     return [
         (
             described.fname(i).decode(conn.info.encoding),
@@ -312,6 +329,12 @@ def _configure(conn: psycopg.Connection) -> None:
     conn.read_only = True  # psycopg then opens every transaction with BEGIN READ ONLY
     conn.autocommit = False
     conn.prepare_threshold = None  # no server-side prepared statements left behind on pooled connections
+
+
+def _address(conn: psycopg.Connection) -> str:
+    """host:port of a connection, or the socket file of a Unix-domain one."""
+    host, port = conn.info.host, conn.info.port
+    return f"{host}/.s.PGSQL.{port}" if host.startswith("/") else f"{host}:{port}"
 
 
 def _first_line(exc: Exception) -> str:
