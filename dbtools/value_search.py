@@ -406,7 +406,15 @@ class ValueIndex:
         """The table and column as the catalog spells them: a misspelled name must not read as "no match"."""
         if table is not None:
             info = self.db.table(table)
-            return info.name, None if column is None else info.column(column).name
+            if column is None:
+                return info.name, None
+            found = info.column(column)
+            if not is_text_type(found.type):
+                raise ValueError(
+                    f"{info.name}.{found.name} holds {found.type} values and only text columns are searched: "
+                    f"compare it in run_query instead, e.g. WHERE {self.db.quote(found.name)} = ..."
+                )
+            return info.name, found.name
         if column is not None:
             names = list(dict.fromkeys(c.name for t in self.db.tables() for c in t.columns))
             if column.lower() not in {n.lower() for n in names}:

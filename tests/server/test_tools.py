@@ -138,6 +138,17 @@ async def test_search_values_with_an_unknown_name_says_which_names_are_close(sho
     assert fenced_body(column.content[0].text) == 'no column "cty" in table "customers"; closest: city'
 
 
+async def test_search_values_in_a_number_column_says_to_compare_it_in_sql(shop_server):
+    async with Client(shop_server) as client:
+        numbers = await client.call_tool(
+            "search_values", {"text": "3", "table": "orders", "column": "quantity"}
+        )
+    assert numbers.is_error
+    text = numbers.content[0].text
+    assert "orders.quantity holds integer values and only text columns are searched" in text.lower()
+    assert 'where "quantity" = ...' in text.lower()
+
+
 async def test_search_values_grounds_a_name_to_the_keys_that_reference_it(shop_server):
     async with Client(shop_server) as client:
         result = await client.call_tool("search_values", {"text": "Grace Hopper"})
