@@ -14,6 +14,7 @@ import re
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -54,6 +55,40 @@ class PooledConnection(psycopg.Connection):
         super().cancel_safe(timeout=timeout)
 
 
+class _Slots:
+    """`size` slots, handed out first come, first served: with a plain semaphore, a call arriving while a slot
+    is being freed could take it ahead of one that had waited, again and again, until its wait ran out."""
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._waiting: deque[threading.Event] = deque()
+        self._lock = threading.Lock()
+
+    def acquire(self, timeout_s: float) -> bool:
+        """Take a slot, waiting up to `timeout_s` for one; False when none came."""
+        with self._lock:
+            if self._free and not self._waiting:
+                self._free -= 1
+                return True
+            turn = threading.Event()
+            self._waiting.append(turn)
+        if turn.wait(timeout_s):
+            return True
+        with self._lock:
+            if turn.is_set():  # handed over as the wait ran out
+                return True
+            self._waiting.remove(turn)
+            return False
+
+    def release(self) -> None:
+        """Hand the slot to the call that has waited longest, or free it."""
+        with self._lock:
+            if self._waiting:
+                self._waiting.popleft().set()
+            else:
+                self._free += 1
+
+
 class PostgresPool:
     """At most `size` connections, each lent to one call at a time; idle ones are reused newest first."""
 
@@ -74,7 +109,7 @@ class PostgresPool:
         self._conninfo = conninfo
         self._connect_args = connect_args
         self._configure = configure
-        self._slots = threading.BoundedSemaphore(size)
+        self._slots = _Slots(size)
         self._lock = threading.Lock()
         self._idle: list[tuple[psycopg.Connection, float]] = []  # with the time each came back, newest last
         self._closed = False
@@ -94,7 +129,7 @@ class PostgresPool:
         """
         if self._closed:
             raise ConnectionFailedError(f"the connection pool for {self.server} is closed")
-        if not self._slots.acquire(timeout=max(wait_s, 0.0)):
+        if not self._slots.acquire(max(wait_s, 0.0)):
             raise DatabaseBusyError(
                 f"all {self.size} connections to {self.server} are busy with running queries; "
                 "retry shortly or raise --pool-size"
