@@ -22,9 +22,15 @@ class ClientLeft(Exception):
     """The HTTP client disconnected before the call's result was ready."""
 
 
-async def run_while_client_waits(ctx: Context, work: Callable[[], Result], cancel: threading.Event) -> Result:
-    """`work()` on a worker thread. When the call is cancelled, or its HTTP client disconnects (then
-    ClientLeft is raised), `cancel` is set and this returns at once: the thread stops at its next look at
+async def run_while_client_waits(
+    ctx: Context,
+    work: Callable[[], Result],
+    cancel: threading.Event,
+    limiter: anyio.CapacityLimiter | None = None,
+) -> Result:
+    """`work()` on a worker thread, taken from `limiter` (default: AnyIO's shared one) in order of arrival.
+    When the call is cancelled, or its HTTP client disconnects (then ClientLeft is raised), also while it
+    waits for a thread, `cancel` is set and this returns at once: the thread stops at its next look at
     `cancel`."""
     request = ctx.request_context.request
     left = False
@@ -41,7 +47,9 @@ async def run_while_client_waits(ctx: Context, work: Callable[[], Result], cance
             group.start_soon(watch, request, group.cancel_scope)
         try:
             # The work's error comes back as a value: raised here, the task group would wrap it in a group.
-            result, error = await anyio.to_thread.run_sync(partial(_outcome, work), abandon_on_cancel=True)
+            result, error = await anyio.to_thread.run_sync(
+                partial(_outcome, work), abandon_on_cancel=True, limiter=limiter
+            )
         except anyio.get_cancelled_exc_class():
             cancel.set()
             raise

@@ -1,4 +1,4 @@
-"""The one text-to-SQL model a process loads, shared by every question in turn."""
+"""The one text-to-SQL model a process loads, shared by the questions asked at once."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import anyio
+
 from dbtools.engines import Database
 from mcp_server.agent import Agent, AgentAnswer, AgentConfig, RoundEvent
 from mcp_server.agent.errors import PolicyConfigError
 from mcp_server.agent.policies import MODEL_SETUP_HINT, Policy, build_policy
+from mcp_server.question_gate import QuestionCancelledError, QuestionGate
 from mcp_server.settings import Settings
 from model.sampling_params import SamplingParams
 
@@ -21,20 +24,22 @@ class ModelLoadError(RuntimeError):
     """The configured model could not be loaded; the message says why."""
 
 
-class QuestionCancelledError(RuntimeError):
-    """The question was cancelled before the model got to it."""
-
-
 class ModelRunner:
-    """Loads the policy once (at the first question, or in the background at start) and runs one episode
-    at a time on it: a model holds one set of caches, so concurrent questions queue on a lock."""
+    """Loads the policy once (at the first question, or in the background at start) and runs up to
+    --max-concurrent-questions questions on it at once, each its own episodes; later questions wait their
+    turn in order of arrival. An endpoint serves the questions' requests side by side; the local engine
+    decodes their rows together in one batch."""
 
     def __init__(self, settings: Settings, db: Database, policy: Policy | None = None) -> None:
         self.settings = settings
         self.db = db
         self._policy = policy
         self._agent: Agent | None = None
-        self._lock = threading.Lock()
+        self._load_lock = threading.Lock()
+        self._gate = QuestionGate(settings.max_concurrent_questions)
+        # Worker threads for questions asked from an event loop, as many as may run: a question waiting its
+        # turn holds none, so a burst of questions never takes the threads of the database tools.
+        self.threads = anyio.CapacityLimiter(settings.max_concurrent_questions)
         self._questions: set[threading.Event] = set()  # the cancel events of the questions asked now
         self._questions_changed = threading.Condition()
 
@@ -49,7 +54,7 @@ class ModelRunner:
 
     def _preload(self) -> None:
         try:
-            with self._lock:
+            with self._load_lock:
                 self._ensure_agent()
         except Exception as error:
             log.warning("%s; ask_database will try again and report it", error)
@@ -98,20 +103,26 @@ class ModelRunner:
         on_round: Callable[[RoundEvent], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> AgentAnswer:
-        """Run one episode; waits for the model while another question holds it, unless cancelled.
+        """Answer one question; waits for its turn while --max-concurrent-questions others run, and for the
+        model while it loads, unless cancelled (QuestionCancelledError).
 
         Raises PolicyConfigError without a model, ModelLoadError when it fails to load, ModelError when it
         fails to answer."""
         cancel = cancel or threading.Event()
-        with self._running(cancel):
-            while not self._lock.acquire(timeout=0.1):
-                if cancel.is_set():
-                    raise QuestionCancelledError("cancelled while waiting for the model")
-            try:
-                agent = self._ensure_agent()
-                return agent.ask(question, evidence, on_round=on_round, cancel=cancel)
-            finally:
-                self._lock.release()
+        with self._running(cancel), self._gate.turn(cancel):
+            agent = self._loaded_agent(cancel)
+            return agent.ask(question, evidence, on_round=on_round, cancel=cancel)
+
+    def _loaded_agent(self, cancel: threading.Event) -> Agent:
+        if self._agent is not None:
+            return self._agent
+        while not self._load_lock.acquire(timeout=0.1):
+            if cancel.is_set():
+                raise QuestionCancelledError("cancelled while waiting for the model to load")
+        try:
+            return self._ensure_agent()
+        finally:
+            self._load_lock.release()
 
     @contextmanager
     def _running(self, cancel: threading.Event) -> Iterator[None]:

@@ -413,7 +413,7 @@ class ScoutTools:
 
         ask = partial(self.runner.ask, question, evidence, on_round=on_round, cancel=cancel)
         try:
-            answer = await run_while_client_waits(ctx, ask, cancel)
+            answer = await run_while_client_waits(ctx, ask, cancel, self.runner.threads)
         except ClientLeft as error:
             raise ToolError(f"ask_database stopped: {error}") from error
         except (PolicyConfigError, ModelLoadError, ModelError) as error:

@@ -18,6 +18,8 @@ TRANSPORTS = ("stdio", "http")
 DEVICES = ("cpu", "cuda")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOOPBACK_NAMES = ("localhost",)
+# An endpoint batches many requests; a few questions at once keep one team's assistants from queueing.
+MAX_CONCURRENT_QUESTIONS = 8
 
 
 class SettingsError(ValueError):
@@ -130,6 +132,13 @@ OPTIONS: tuple[Option, ...] = (
         parse=int,
         metavar="K",
     ),
+    Option(
+        "max_concurrent_questions",
+        "questions answered at once; later ones wait their turn in order of arrival "
+        f"(default {MAX_CONCURRENT_QUESTIONS})",
+        parse=int,
+        metavar="N",
+    ),
     Option("log_level", "stderr log level (default INFO)", parse=str.upper, choices=LOG_LEVELS),
 )
 
@@ -170,6 +179,7 @@ class Settings:
     temperature: float = 0.6
     top_p: float = 0.95
     top_k: int = 20
+    max_concurrent_questions: int = MAX_CONCURRENT_QUESTIONS
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -218,6 +228,10 @@ class Settings:
             raise SettingsError(f"--top-p must be in (0, 1], not {self.top_p:g}")
         if self.top_k < 0:
             raise SettingsError(f"--top-k must be >= 0, not {self.top_k}")
+        if self.max_concurrent_questions < 1:
+            raise SettingsError(
+                f"--max-concurrent-questions must be at least 1, not {self.max_concurrent_questions}"
+            )
         if self.device is not None and self.device not in DEVICES:
             raise SettingsError(f"--device must be one of {', '.join(DEVICES)}, not {self.device!r}")
         if self.log_level not in LOG_LEVELS:

@@ -7,6 +7,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 # Script entries besides (status, body): HOLD keeps the request waiting, as a model writing a long answer
@@ -18,27 +19,57 @@ DIE = "die"
 
 class CompletionsServer:
     """Answers POST /v1/completions with the next scripted response and records every request; a body given as
-    a dict is sent as JSON, a string as it is. `hung_up` counts held requests whose client went away."""
+    a dict is sent as JSON, a string as it is. `hung_up` counts held requests whose client went away.
 
-    def __init__(self, responses: list, port: int = 0) -> None:
+    Once the script is used up, `respond(body)` (when given) makes each response, as a model server answers any
+    number of prompts; `delay_s` is the time every response takes, as a model writing it; `most_in_flight` is
+    the most requests the server held at once."""
+
+    def __init__(
+        self,
+        responses: list,
+        port: int = 0,
+        *,
+        respond: Callable[[dict], tuple[int, dict | str]] | None = None,
+        delay_s: float = 0.0,
+    ) -> None:
         self.responses = list(responses)
+        self.respond = respond
+        self.delay_s = delay_s
         self.requests: list[dict] = []
         self.hung_up = 0
+        self.in_flight = 0
+        self.most_in_flight = 0
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                with outer.lock:
+                    outer.in_flight += 1
+                    outer.most_in_flight = max(outer.most_in_flight, outer.in_flight)
+                try:
+                    self._answer()
+                finally:
+                    with outer.lock:
+                        outer.in_flight -= 1
+
+            def _answer(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with outer.lock:
                     outer.requests.append(
                         {"path": self.path, "auth": self.headers.get("Authorization"), "body": body}
                     )
-                    response = outer.responses.pop(0)
+                    scripted = bool(outer.responses) or outer.respond is None
+                    response = outer.responses.pop(0) if scripted else None
                     dies = bool(outer.responses) and outer.responses[0] == DIE
                     if dies:
                         outer.responses.pop(0)
+                if response is None:
+                    response = outer.respond(body)
+                if outer.delay_s and outer.stopped.wait(outer.delay_s):
+                    return
                 if response == HOLD:
                     outer._hold(self.connection)
                     self.close_connection = True

@@ -3,81 +3,24 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 import anyio
 import pytest
 from mcp import Client
 
-from mcp_server.agent.chat_format import render_chatml
-from mcp_server.agent.errors import AgentCancelled, EndpointError, ModelOutOfMemoryError
-from mcp_server.agent.policies.replay import ReplayPolicy
+from mcp_server.agent.errors import EndpointError, ModelOutOfMemoryError
 from mcp_server.model_runner import ModelRunner
 from mcp_server.server import build_server
 from mcp_server.settings import Settings
 from tests.server.conftest import fenced_body
+from tests.server.scripted_policies import SCRIPT, GatedPolicy, byte_replay
 
 pytestmark = pytest.mark.anyio
 
-SCRIPT = [
-    'Look around first.</think>\n{"tool": "list_tables", "args": {}}\n'
-    '{"tool": "run_query", "args": {"sql": "SELECT COUNT(*) FROM orders"}}',
-    "The orders table has a status.</think>\n"
-    '{"tool": "submit_sql", "args": {"sql": "SELECT status, COUNT(*) AS n FROM orders GROUP BY status ORDER BY status"}}',
-]
 
-
-def byte_replay(script: list[str]) -> ReplayPolicy:
-    """Replays `script`, counting one token per byte."""
-    return ReplayPolicy(
-        [script],
-        encode=lambda text: list(text.encode()),
-        decode=lambda ids: bytes(ids).decode(errors="ignore"),
-        render_chat=render_chatml,
-    )
-
-
-class GatedPolicy:
-    """A replay policy whose every completion waits for a gate (or a cancel); it records overlapping runs."""
-
-    def __init__(self, script: list[str]) -> None:
-        self.inner = byte_replay(script)
-        self.name, self.prompts, self.chat = "gated", self.inner.prompts, self.inner.chat
-        self.gate = threading.Event()
-        self.saw_cancel = threading.Event()
-        self.active = 0
-        self.most_active = 0
-        self._count_lock = threading.Lock()
-
-    def start(self, prompt: str, samples: int, max_tokens: int):
-        run = self.inner.start(prompt, samples, max_tokens)
-        policy = self
-        original = run.complete
-
-        def complete(rows, max_new_tokens, sampling, cancel=None):
-            with policy._count_lock:
-                policy.active += 1
-                policy.most_active = max(policy.most_active, policy.active)
-            try:
-                while not policy.gate.wait(0.02):
-                    if cancel is not None and cancel.is_set():
-                        policy.saw_cancel.set()
-                        raise AgentCancelled("cancelled while writing")
-                return original(rows, max_new_tokens, sampling, cancel)
-            finally:
-                with policy._count_lock:
-                    policy.active -= 1
-
-        run.complete = complete
-        return run
-
-    def close(self) -> None:
-        pass
-
-
-def server_with(shop_db, policy) -> object:
-    settings = Settings(max_rows=100)
+def server_with(shop_db, policy, **settings) -> object:
+    settings = Settings(max_rows=100, **settings)
     return build_server(settings, shop_db, ModelRunner(settings, shop_db, policy))
 
 
@@ -115,10 +58,10 @@ async def test_without_a_model_ask_explains_and_the_other_tools_work(shop_server
     assert not other.is_error
 
 
-async def test_questions_queue_on_the_one_model(shop_db):
+async def test_questions_past_the_limit_wait_their_turn(shop_db):
     policy = GatedPolicy(SCRIPT)
     answers = []
-    async with Client(server_with(shop_db, policy)) as client:
+    async with Client(server_with(shop_db, policy, max_concurrent_questions=2)) as client:
 
         async def ask() -> None:
             answers.append(await client.call_tool("ask_database", {"question": "orders per status?"}))
@@ -132,7 +75,7 @@ async def test_questions_queue_on_the_one_model(shop_db):
             assert quick.structured_content["rows"] == [[1]]
             policy.gate.set()
     assert [a.structured_content["rows"] for a in answers] == [[["pending", 6], ["shipped", 6]]] * 3
-    assert policy.most_active == 1
+    assert policy.most_active == 2
 
 
 async def test_cancelling_a_question_stops_the_episode_and_frees_the_model(shop_db):

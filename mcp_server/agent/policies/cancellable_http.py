@@ -8,6 +8,7 @@ question: its connections are that question's, and nothing else is cut off with 
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import weakref
 from collections.abc import Iterator
@@ -27,9 +28,12 @@ CONNECT_TIMEOUT_S = 10.0
 class CancellableClient:
     """httpx.Client for one question's requests; post() gives up at once when its cancel event is set."""
 
-    def __init__(self, *, headers: dict[str, str], timeout_s: float) -> None:
+    def __init__(
+        self, *, headers: dict[str, str], timeout_s: float, verify: ssl.SSLContext | bool = True
+    ) -> None:
+        """verify: an SSL context to share (loading the CA certificates costs more than the rest of a client)."""
         timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S))
-        self._client = httpx.Client(headers=headers, timeout=timeout)
+        self._client = httpx.Client(headers=headers, timeout=timeout, verify=verify)
         self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._cut_off = False

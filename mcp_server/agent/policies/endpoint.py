@@ -163,6 +163,8 @@ class EndpointPolicy:
         self.backoff_s = backoff_s
         self._has_key = bool(api_key)
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # Every question opens a client of its own; loading the CA certificates once saves each ~0.1 s of CPU.
+        self._ssl_context = httpx.create_ssl_context()
         self.tokenizer = Tokenizer.from_model_dir(model_dir) if model_dir is not None else None
         self.prompts = load_prompts(model_dir) if model_dir is not None else Prompts()
         render = (
@@ -172,7 +174,7 @@ class EndpointPolicy:
 
     def client(self) -> CancellableClient:
         """A client for one question's requests."""
-        return CancellableClient(headers=self._headers, timeout_s=self.timeout_s)
+        return CancellableClient(headers=self._headers, timeout_s=self.timeout_s, verify=self._ssl_context)
 
     def count_tokens(self, text: str) -> int:
         if self.tokenizer is not None:
