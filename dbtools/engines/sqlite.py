@@ -6,11 +6,13 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
+from functools import partial
 from pathlib import Path
 from urllib.parse import quote as url_quote
 
 from dbtools.engines.base import ColumnInfo, Database, ForeignKey, ResultCaps, TableInfo
+from dbtools.engines.sqlite_connections import IdleConnections
 from dbtools.engines.sqlite_printf import install_printf_guard, take_printf_refusal
 from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError
 from dbtools.safety import denied_function_reason
@@ -73,6 +75,8 @@ class SQLiteDatabase(Database):
         if not self.path.is_file():
             raise ConnectionFailedError(f"no SQLite database at {self.path}: check the path in --dsn")
         self._uri = f"file:{url_quote(str(self.path))}?mode=ro"
+        self._connections = IdleConnections(self.path, partial(self._open_connection, False))
+        self._user_connections = IdleConnections(self.path, partial(self._open_connection, True))
         with self._connect() as conn:
             try:
                 conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -87,29 +91,36 @@ class SQLiteDatabase(Database):
     def _connect(
         self, *, timeout_s: float | None = None, user_query: bool = False
     ) -> Iterator[sqlite3.Connection]:
-        """A fresh read-only connection: query_only, the authorizer, the deadline when given, and for a
-        user's query the cap on a value's size and the printf() guard."""
+        """A read-only connection, reused across calls, with the deadline when given; a user's query gets one
+        with the cap on a value's size and the printf() guard."""
+        connections = self._user_connections if user_query else self._connections
+        conn, opened_on = connections.take()
         try:
-            # A writer's lock is waited for no longer than the call's own timeout.
-            busy_s = self.timeout_s if timeout_s is None else timeout_s
-            conn = sqlite3.connect(
-                self._uri, uri=True, check_same_thread=False, isolation_level=None, timeout=busy_s
-            )
-        except sqlite3.Error as exc:
-            raise ConnectionFailedError(f"cannot open {self.path} read-only: {exc}") from None
-        try:
-            conn.execute("PRAGMA query_only = ON")
-            conn.set_authorizer(_authorize)
-            if user_query and hasattr(conn, "setlimit"):  # Python 3.11+; 3.10 has no way to set it
-                conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
-            if user_query:
-                install_printf_guard(conn, MAX_VALUE_BYTES)
             if timeout_s is not None:
                 deadline = time.perf_counter() + timeout_s
                 conn.set_progress_handler(lambda: int(time.perf_counter() > deadline), _PROGRESS_STEPS)
             yield conn
         finally:
-            conn.close()
+            conn.set_progress_handler(None, 0)
+            connections.give_back(conn, opened_on)
+
+    def _open_connection(self, user_query: bool) -> sqlite3.Connection:
+        """A new read-only connection: query_only and the authorizer; for a user's query the value cap and the
+        printf() guard."""
+        try:
+            # A writer's lock is waited for no longer than a call's timeout.
+            conn = sqlite3.connect(
+                self._uri, uri=True, check_same_thread=False, isolation_level=None, timeout=self.timeout_s
+            )
+        except sqlite3.Error as exc:
+            raise ConnectionFailedError(f"cannot open {self.path} read-only: {exc}") from None
+        conn.execute("PRAGMA query_only = ON")
+        conn.set_authorizer(_authorize)
+        if user_query and hasattr(conn, "setlimit"):  # Python 3.11+; 3.10 has no way to set it
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        if user_query:
+            install_printf_guard(conn, MAX_VALUE_BYTES)
+        return conn
 
     @contextmanager
     def _errors(self, timeout_s: float) -> Iterator[None]:
@@ -139,12 +150,13 @@ class SQLiteDatabase(Database):
 
     def _run_capped(self, sql: str, caps: ResultCaps, timeout_s: float) -> list[tuple[str, str | None]]:
         with self._connect(timeout_s=timeout_s, user_query=True) as conn, self._errors(timeout_s):
-            cursor = conn.execute(sql)
-            columns = [(d[0], None) for d in cursor.description or ()]  # SQLite types values, not columns
-            while True:
-                batch = cursor.fetchmany(256)
-                if not batch or not all(caps.add(row) for row in batch):
-                    break
+            # Closing the cursor ends a statement stopped at a cap, so the connection goes back without it.
+            with closing(conn.execute(sql)) as cursor:
+                columns = [(d[0], None) for d in cursor.description or ()]  # SQLite types values, not columns
+                while True:
+                    batch = cursor.fetchmany(256)
+                    if not batch or not all(caps.add(row) for row in batch):
+                        break
             return columns
 
     def _plan(self, sql: str, timeout_s: float) -> str:
@@ -169,9 +181,9 @@ class SQLiteDatabase(Database):
     def stream(self, sql: str, params: Sequence = (), *, timeout_s: float | None = None) -> Iterator[tuple]:
         timeout = timeout_s or self.timeout_s
         with self._connect(timeout_s=timeout) as conn, self._errors(timeout):
-            cursor = conn.execute(sql, tuple(params))
-            while batch := cursor.fetchmany(512):
-                yield from batch
+            with closing(conn.execute(sql, tuple(params))) as cursor:
+                while batch := cursor.fetchmany(512):
+                    yield from batch
 
     def _schema_marker(self) -> object:
         with self._connect() as conn, self._errors(self.timeout_s):
@@ -233,13 +245,16 @@ class SQLiteDatabase(Database):
                 count, last = conn.execute(f"SELECT count(*), max(rowid) FROM {quoted}").fetchone()
             except sqlite3.OperationalError:
                 count, last = conn.execute(f"SELECT count(*), NULL FROM {quoted}").fetchone()  # WITHOUT ROWID
+        return ":".join([str(count), str(last), *self._data_marker()])
+
+    def _data_marker(self) -> tuple[str, ...]:
         # Updates change neither count nor rowid; the files' sizes and times do (WAL writes land in -wal).
         files = [self.path, self.path.with_name(self.path.name + "-wal")]
-        stamps = [f"{s.st_size}.{s.st_mtime_ns}" for s in (os.stat(f) for f in files if f.exists())]
-        return ":".join([str(count), str(last), *stamps])
+        return tuple(f"{s.st_size}.{s.st_mtime_ns}" for s in (os.stat(f) for f in files if f.exists()))
 
     def close(self) -> None:
-        """Nothing stays open between calls."""
+        self._connections.close()
+        self._user_connections.close()
 
 
 def _database_files_hint(folder: Path) -> str:
