@@ -148,7 +148,8 @@ class PostgresDatabase(Database):
         with self._transaction(timeout_s) as conn, conn.cursor() as cursor:
             described = _described(conn, sql)
             type_oids = [described.ftype(i) for i in range(described.nfields)]
-            capped = capped_statement(sql, type_oids, caps.max_chars)
+            # One row past the cap, so that the cap still sees that more rows exist.
+            capped = capped_statement(sql, type_oids, caps.max_chars, caps.max_rows + 1)
             # stream() always uses the extended protocol: one statement, never a script.
             rows = cursor.stream(capped.sql if capped else sql)
             for row in rows:

@@ -62,18 +62,18 @@ class CappedStatement:
     restore: Callable[[tuple], tuple]  # a row of `sql` back into a row of the statement it wraps
 
 
-def capped_statement(sql: str, type_oids: Sequence[int], max_chars: int) -> CappedStatement | None:
+def capped_statement(
+    sql: str, type_oids: Sequence[int], max_chars: int, max_rows: int
+) -> CappedStatement | None:
     """`sql` wrapped so that no value leaves the server much longer than `max_chars` characters, given the
-    type OIDs of its columns; None when no column can hold a long value or the statement cannot be wrapped.
+    type OIDs of its columns, and no more than `max_rows` rows are made; None when it cannot be wrapped.
 
     Text and varchar are cut with left() and bytea with substring(), which keep their types. A value of any
     other type whose size on the server is over 4 bytes a character comes instead as its text, cut, in an
     extra column (a column cannot hold both types), and `restore` puts it back in its place.
     """
-    if all(oid in _BOUNDED_TYPES for oid in type_oids):
-        return None
     body = _without_final_semicolons(sql)
-    if body is None:
+    if body is None or not type_oids:
         return None
     keep = max_chars + 1
     outputs: list[str] = []
@@ -99,7 +99,12 @@ def capped_statement(sql: str, type_oids: Sequence[int], max_chars: int) -> Capp
     aliases = ", ".join(f"c{i}" for i in range(len(type_oids)))
     # OFFSET 0 keeps the statement a subquery of its own: pulled up into the wrapper, each of its expressions
     # would be computed once for every reference to its column.
-    wrapped = f"SELECT {', '.join(outputs + spares)} FROM (SELECT * FROM (\n{body}\n) AS s OFFSET 0) AS q({aliases})"
+    # The LIMIT lets the server stop at the row cap (and plan for the first rows) instead of making rows that
+    # a cancel then has to stop and the client to drain.
+    wrapped = (
+        f"SELECT {', '.join(outputs + spares)} FROM (SELECT * FROM (\n{body}\n) AS s OFFSET 0) AS q({aliases}) "
+        f"LIMIT {max_rows}"
+    )
     width = len(type_oids)
 
     def restore(row: tuple) -> tuple:

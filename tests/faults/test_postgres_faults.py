@@ -72,7 +72,7 @@ def wait_for_slow_queries(server: PostgresServer, count: int) -> None:
         [(running,)] = admin(
             server,
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sqlscout' AND state = 'active' "
-            "AND query LIKE '%generate_series(1, 100000) AS b' AND now() - query_start > interval '0.2 s'",
+            "AND query LIKE '%generate_series(1, 100000) AS b%' AND now() - query_start > interval '0.2 s'",
         )
         if running >= count:
             return
