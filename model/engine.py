@@ -491,6 +491,20 @@ class Session:
         child._last_logits.copy_(self._last_logits.expand(n, -1))
         return child
 
+    def copy_row_(self, row: int, source: Session, source_row: int = 0) -> None:
+        """Make `row` continue source's row: its KV prefix, GDN states, pending token and next-token logits."""
+        length = source._processed[source_row]
+        pending = source._pending[source_row]
+        if length + len(pending) > self.max_tokens:
+            raise ValueError(
+                f"the source row holds {length + len(pending)} tokens, more than this session's max_tokens "
+                f"{self.max_tokens}"
+            )
+        self.cache.row(row).copy_prefix_(source.cache, length, source_row=source_row)
+        self._processed[row] = length
+        self._pending[row] = list(pending)
+        self._last_logits[row] = source._last_logits[source_row]
+
     def snapshot(self) -> Snapshot:
         """Copy the state (only the used part of the KV caches) so restore() can return to it."""
         used = max(self._processed)

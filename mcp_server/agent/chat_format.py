@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
+START_OF_TURN = "<|im_start|>"
 END_OF_TURN = "<|im_end|>"
 END_OF_TEXT = "<|endoftext|>"
 STOP_TOKENS = (END_OF_TURN, END_OF_TEXT)
@@ -37,6 +39,13 @@ class ChatFormat:
     def first_prompt(self, system: str, user: str) -> str:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         return self.render_chat(messages, add_generation_prompt=True, enable_thinking=True)
+
+    def system_turn(self, system: str) -> str:
+        """The text every first prompt with this system prompt starts with, up to the user turn's opening
+        `<|im_start|>`: a special token, so this text tokenizes alone as it does at the start of any prompt."""
+        prompts = [self.first_prompt(system, user) for user in ("a", "b")]
+        shared = os.path.commonprefix(prompts)
+        return shared[: max(shared.rfind(START_OF_TURN), 0)]
 
     @cached_property
     def assistant_header(self) -> str:

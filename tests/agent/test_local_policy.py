@@ -56,7 +56,8 @@ def test_nonsense_episode_ends_cleanly_and_prefills_only_new_tokens(policy, sqli
 def test_samples_fork_one_prefilled_prompt(policy, sqlite_db):
     samples = 2
     config = AgentConfig(token_budget=BUDGET, sampling=SamplingParams(seed=5), samples=samples)
-    answer = Agent(sqlite_db, policy, config).ask("How many employees?")
+    fresh = LocalPolicy(policy.engine, PROMPTS)  # its system turn is prefilled by this question
+    answer = Agent(sqlite_db, fresh, config).ask("How many employees?")
     traces = [e.trace for e in answer.episodes]
     assert len(traces) == samples and sum(v["count"] for v in answer.votes) == samples
     for trace in traces:
@@ -64,6 +65,19 @@ def test_samples_fork_one_prefilled_prompt(policy, sqlite_db):
     prompt = traces[0].prompt_tokens
     # The shared prompt is prefilled once, then each row only its own tokens.
     assert answer.processed_tokens == prompt + sum(t.length - prompt - 1 for t in traces)
+
+
+def test_questions_after_the_first_prefill_only_their_own_user_turn(policy, sqlite_db):
+    fresh = LocalPolicy(policy.engine, PROMPTS)
+    system_turn = len(fresh.system_turn.ids)
+    assert system_turn > 0
+    config = AgentConfig(token_budget=BUDGET, sampling=SamplingParams(seed=3))
+    answers = [Agent(sqlite_db, fresh, config).ask(q) for q in ("How many employees?", "Who earns most?")]
+    first, second = (a.chosen.trace for a in answers)
+    assert answers[0].processed_tokens == first.length - 1
+    assert answers[1].processed_tokens == second.length - 1 - system_turn
+    # The model saw the same prompt text either way: the prompt's tokens start with the system turn's.
+    assert first.prompt_tokens > system_turn and second.prompt_tokens > system_turn
 
 
 class CancelAfterChecks(threading.Event):

@@ -17,6 +17,7 @@ from mcp_server.agent.policies.base import Completion
 from mcp_server.agent.prompts import Prompts, load_prompts
 from model.engine import Engine
 from model.sampling_params import SamplingParams
+from model.shared_prefix import SharedPrefix
 
 # With a cancel event, decoding runs in chunks of this many tokens and checks the event between them.
 CANCEL_CHECK_TOKENS = 256
@@ -43,7 +44,8 @@ def out_of_memory_reported(device: torch.device) -> Iterator[None]:
 
 
 class LocalRun:
-    """N rows on one engine session: a batch-1 prefill of the shared prompt, forked when N > 1."""
+    """N rows on one engine session: a batch-1 prefill of the prompt past the system turn (whose state the
+    policy keeps), forked when N > 1."""
 
     def __init__(self, policy: LocalPolicy, prompt: str, samples: int, max_tokens: int) -> None:
         self._policy = policy
@@ -52,13 +54,13 @@ class LocalRun:
         with out_of_memory_reported(policy.engine.device):
             # A prompt longer than the budget still fits its session; the episode then ends before generating.
             root = policy.engine.new_session(1, max(max_tokens, len(prompt_ids)))
-            root.append(prompt_ids)
+            prefilled = policy.system_turn.fill(root, prompt_ids)
             if samples > 1:
                 self.session = root.fork(samples)
-                self._prefill_processed = root.processed_tokens
+                self._prefill_processed = prefilled
             else:
                 self.session = root
-                self._prefill_processed = 0
+                self._prefill_processed = prefilled - root.processed_tokens
         self.samples = samples
 
     def append(self, texts: dict[int, str]) -> None:
@@ -135,6 +137,10 @@ class LocalPolicy:
         self.prompts = prompts or Prompts()
         self.chat = ChatFormat(engine.tokenizer.render_chat)
         self.stop_ids = {engine.tokenizer.token_id(token) for token in STOP_TOKENS}
+        # Every question's prompt opens with the same system turn: its state is computed once, then copied.
+        self.system_turn = SharedPrefix(
+            engine, engine.tokenizer.encode(self.chat.system_turn(self.prompts.system))
+        )
 
     @classmethod
     def load(cls, model_dir: str | Path, *, device: str | None = None, dtype=None) -> LocalPolicy:
