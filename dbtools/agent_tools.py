@@ -199,7 +199,10 @@ def _render_rows(result: QueryResult, shown: int) -> str:
 
 
 def _comment_statements(table: TableInfo, db: Database) -> list[str]:
-    """COMMENT ON statements for the table's and its columns' comments (PostgreSQL keeps them apart)."""
+    """COMMENT ON statements for the table's and its columns' comments, where the engine keeps them apart from
+    the CREATE TABLE text (PostgreSQL, DuckDB)."""
+    if db.create_sql_has_comments:
+        return []
     name = db.quote(table.name)
     notes = []
     if table.comment:

@@ -66,7 +66,8 @@ def _common_options(suppress: bool) -> configargparse.ArgumentParser:
     setting(
         "--dsn",
         "SQLSCOUT_DSN",
-        help="SQLite path, sqlite:///path, postgresql://... or a libpq string "
+        help="a SQLite or DuckDB file, CSV/Parquet/JSON files or a folder of them, sqlite:///path, "
+        "duckdb:///path, postgresql://..., a libpq string or mysql://user@host/db "
         "(default: the bundled demo database)",
     )
     setting(

@@ -15,19 +15,26 @@ from dbtools.errors import UnknownObjectError
 if TYPE_CHECKING:
     from dbtools.engines import Database, TableInfo
 
-# SQLite's and PostgreSQL's wording for an unknown relation and an unknown column.
-_UNKNOWN_TABLE = re.compile(r'^(?:no such table: (\S+)|relation "([^"]+)" does not exist)')
-_UNKNOWN_COLUMN = re.compile(r'^(?:no such column: (\S+)|column "?([^"\s]+)"? does not exist)')
+# SQLite's, PostgreSQL's, MySQL's and DuckDB's wording for an unknown relation and an unknown column.
+_UNKNOWN_TABLE = re.compile(
+    r"^(?:no such table: (\S+)|relation \"([^\"]+)\" does not exist|Table '([^']+)' doesn't exist"
+    r"|Catalog Error: Table with name (\S+) does not exist)"
+)
+_UNKNOWN_COLUMN = re.compile(
+    r"^(?:no such column: (\S+)|column \"?([^\"\s]+)\"? does not exist|Unknown column '([^']+)'"
+    r"|Binder Error: Referenced column \"([^\"]+)\" not found"
+    r"|Binder Error: Table \"[^\"]+\" does not have a column named \"([^\"]+)\")"
+)
 
 
 def unknown_name_hint(db: Database, sql: str, message: str) -> str:
     """A line naming the tables or columns closest to the unknown one in `message`, else ""."""
     if found := _UNKNOWN_TABLE.match(message):
-        name = _last_part(found.group(1) or found.group(2))
+        name = _last_part(next(g for g in found.groups() if g))
         close = closest_names(name, [t.name for t in db.tables()])
         return f"closest tables: {', '.join(close)}" if close else ""
     if found := _UNKNOWN_COLUMN.match(message):
-        name = _last_part(found.group(1) or found.group(2))
+        name = _last_part(next(g for g in found.groups() if g))
         tables = _tables_of(db, sql) or db.tables()
         owners: dict[str, list[str]] = {}
         for table in tables:

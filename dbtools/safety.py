@@ -95,6 +95,46 @@ _DENIED_PREFIXES: dict[str, str] = {
     "crosstab": "it runs SQL text of its own",
     "connectby": "it runs SQL built from its arguments",
 }
+# Functions denied only in one dialect: elsewhere the same name is harmless (SQLite's glob() is its GLOB operator).
+_DIALECT_DENIED_FUNCTIONS: dict[str, dict[str, str]] = {
+    "mysql": {
+        "load_file": "it reads the server's file system",
+        "sleep": "it sleeps",
+        "benchmark": "it runs an expression over and over",
+        "get_lock": "it takes locks that outlive the query",
+        "release_lock": "it releases locks of the session",
+        "release_all_locks": "it releases locks of the session",
+        "master_pos_wait": "it waits on replication",
+        "master_gtid_wait": "it waits on replication",
+        "source_pos_wait": "it waits on replication",
+        "wait_for_executed_gtid_set": "it waits on replication",
+        "wait_until_sql_thread_after_gtids": "it waits on replication",
+        "sys_exec": "it runs programs",
+        "sys_eval": "it runs programs",
+        "lastval": "it reads a sequence's session state",
+    },
+    "duckdb": {
+        "glob": "it lists files",
+        "sniff_csv": "it reads files",
+        "query": "it runs SQL text of its own",
+        "query_table": "it runs SQL text of its own",
+        "json_execute_serialized_sql": "it runs SQL of its own",
+        "checkpoint": "it writes the database file",
+        "force_checkpoint": "it writes the database file",
+        "duckdb_secrets": "it reads stored credentials",
+        "which_secret": "it reads stored credentials",
+    },
+}
+_DIALECT_DENIED_PREFIXES: dict[str, dict[str, str]] = {
+    "duckdb": {
+        "read_": "it reads files: query the tables instead",
+        "parquet_": "it reads files: query the tables instead",
+    },
+}
+# MySQL runs the text of /*! ... */ and MariaDB of /*M! ... */ comments as SQL, and /*+ ... */ hints (MySQL's, or
+# pg_hint_plan's in PostgreSQL) can change settings for the statement: to the allowlist they are comments, so they
+# are refused in every dialect.
+_EXECUTABLE_COMMENT_MARKS = ("!", "M!")
 
 
 # Parsing runs before any statement timeout can apply, so the text it is given is bounded.
@@ -116,7 +156,10 @@ def check_query(sql: str, dialect: str) -> exp.Expression:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except RecursionError:
         raise UnsafeQueryError("the query is nested too deeply to check: flatten its subqueries") from None
-    except SqlglotError as exc:
+    except (
+        SqlglotError,
+        IndexError,
+    ) as exc:  # sqlglot's parser fails with IndexError on some text (SHOW ALL)
         if _separates_statements(sql, dialect):
             raise UnsafeQueryError(
                 "only one statement per call is allowed: send them one at a time"
@@ -134,12 +177,23 @@ def check_query(sql: str, dialect: str) -> exp.Expression:
             f"only read-only queries (SELECT, WITH ... SELECT, VALUES) are allowed; "
             f"this is {_kind(statement)} statement"
         )
+    _check_executable_comments(sql, dialect)
     for node in statement.walk():
-        _check_node(node)
+        _check_node(node, dialect)
     return statement
 
 
-def _check_node(node: exp.Expression) -> None:
+def _check_executable_comments(sql: str, dialect: str) -> None:
+    for token in sqlglot.tokenize(sql, read=dialect):
+        if token.token_type == TokenType.HINT or any(c.startswith("+") for c in token.comments):
+            raise UnsafeQueryError("optimizer hints (/*+ ... */) are not allowed: they can change settings")
+        if any(comment.startswith(_EXECUTABLE_COMMENT_MARKS) for comment in token.comments):
+            raise UnsafeQueryError(
+                "executable comments (/*! ... */, /*M! ... */) are not allowed: MySQL runs their text as SQL"
+            )
+
+
+def _check_node(node: exp.Expression, dialect: str) -> None:
     for node_type, kind in _FORBIDDEN_NODES.items():
         if isinstance(node, node_type):
             raise UnsafeQueryError(f"{kind} inside a query is not allowed: access is read-only")
@@ -149,9 +203,11 @@ def _check_node(node: exp.Expression) -> None:
         raise UnsafeQueryError(
             "locking clauses (FOR UPDATE / FOR SHARE) are not allowed: access is read-only"
         )
+    if dialect == "mysql" and isinstance(node, exp.PropertyEQ):
+        raise UnsafeQueryError("assigning variables (@name := value) is not allowed: it outlives the query")
     if isinstance(node, exp.Func):
         for name in _function_names(node):
-            reason = denied_function_reason(name)
+            reason = denied_function_reason(name, dialect)
             if reason:
                 raise UnsafeQueryError(f"function {name}() is not allowed: {reason}")
 
@@ -162,11 +218,13 @@ def _function_names(node: exp.Func) -> set[str]:
     return {name.lower() for name in type(node).sql_names()}
 
 
-def denied_function_reason(name: str) -> str | None:
-    """Why the function called `name` (lower case) is denied, or None if it is allowed."""
-    if name in _DENIED_FUNCTIONS:
-        return _DENIED_FUNCTIONS[name]
-    for prefix, reason in _DENIED_PREFIXES.items():
+def denied_function_reason(name: str, dialect: str | None = None) -> str | None:
+    """Why the function called `name` (lower case) is denied, in every dialect or in `dialect`; None if allowed."""
+    names = _DENIED_FUNCTIONS | _DIALECT_DENIED_FUNCTIONS.get(dialect or "", {})
+    if name in names:
+        return names[name]
+    prefixes = _DENIED_PREFIXES | _DIALECT_DENIED_PREFIXES.get(dialect or "", {})
+    for prefix, reason in prefixes.items():
         if name.startswith(prefix):
             return reason
     return None
@@ -202,7 +260,7 @@ def referenced_tables(sql: str, dialect: str) -> list[str]:
         return []
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
-    except (SqlglotError, RecursionError):
+    except (SqlglotError, RecursionError, IndexError):
         return []
     names: list[str] = []
     for statement in statements:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import logging
+import re
 import sqlite3
 import threading
 import time
@@ -27,6 +28,10 @@ from dbtools.errors import DatabaseToolError, UnknownObjectError
 log = logging.getLogger(__name__)
 
 INDEX_FORMAT = 1  # bump when the store's layout changes: older files are rebuilt
+# How each dialect writes a value as text and counts its characters, where it differs from CAST(x AS TEXT) and
+# length() (MySQL has no TEXT cast, and its length() counts bytes).
+_TEXT_TYPE = {"mysql": "CHAR"}
+_CHARACTERS = {"mysql": "char_length"}
 CASE_INSENSITIVE_SCORE = 0.95
 MAX_LINKS = 8  # foreign keys listed per match
 KEY_LOOKUP_MAX_ROWS = 10_000  # row keys are looked up live only in tables this small
@@ -85,10 +90,13 @@ class RefreshReport:
 
 
 def is_text_type(column_type: str) -> bool:
-    """True for the declared types that hold text on SQLite (type affinity rules) and PostgreSQL."""
+    """True for the declared types that hold text on SQLite (type affinity rules), PostgreSQL, MySQL (whose ENUM
+    and SET hold text too) and DuckDB."""
     upper = column_type.upper()
     if upper == "":
         return True  # SQLite columns without a type hold whatever was stored, often text
+    if upper.startswith(("ENUM(", "SET(")):
+        return True
     return any(word in upper for word in ("CHAR", "TEXT", "CLOB", "STRING", "CITEXT")) or upper == "NAME"
 
 
@@ -257,13 +265,14 @@ class ValueIndex:
     def _distinct_values(self, table: TableInfo, column: ColumnInfo) -> list[tuple[str, int]]:
         """The column's most frequent distinct text values with their row counts (one more than the bound)."""
         name = self.db.quote(column.name)
-        text = f"CAST({name} AS TEXT)"
+        text = _as_text(self.db, name)
+        length = _CHARACTERS.get(self.db.dialect, "length")
         p = self.db.placeholder
         # SQLite columns take any type of value: index only the values stored as text.
         only_text = f" AND typeof({name}) = 'text'" if self.db.dialect == "sqlite" else ""
         sql = (
             f"SELECT {text}, COUNT(*) FROM {self.db.quote(table.name)} "
-            f"WHERE {name} IS NOT NULL{only_text} AND length({text}) BETWEEN 1 AND {p} "
+            f"WHERE {name} IS NOT NULL{only_text} AND {length}({text}) BETWEEN 1 AND {p} "
             f"GROUP BY {text} ORDER BY COUNT(*) DESC, {text} LIMIT {p}"
         )
         params = (self.max_value_chars, self.max_values_per_column + 1)
@@ -484,7 +493,7 @@ class ValueIndex:
         q = self.db.quote
         sql = (
             f"SELECT {', '.join(q(c) for c in key_columns)} FROM {q(info.name)} "
-            f"WHERE CAST({q(column)} AS TEXT) = {self.db.placeholder} LIMIT 1"
+            f"WHERE {_as_text(self.db, q(column))} = {self.db.placeholder} LIMIT 1"
         )
         rows = list(self.db.stream(sql, (value,)))
         if not rows:
@@ -598,8 +607,20 @@ def _scope_filter(table: str | None, column: str | None) -> tuple[str, tuple]:
     return "".join(clauses), tuple(params)
 
 
+def _as_text(db: Database, expression: str) -> str:
+    return f"CAST({expression} AS {_TEXT_TYPE.get(db.dialect, 'TEXT')})"
+
+
+# CREATE VIEW, with what MySQL writes between the two words (ALGORITHM=..., DEFINER=..., SQL SECURITY ...).
+_CREATE_VIEW = re.compile(
+    r"\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:ALGORITHM\s*=\s*\w+|DEFINER\s*=\s*\S+|SQL\s+SECURITY\s+\w+)\s+)*"
+    r"(?:MATERIALIZED\s+)?VIEW\b",
+    re.IGNORECASE,
+)
+
+
 def _is_view(table: TableInfo) -> bool:
-    return table.create_sql.lstrip().upper().startswith(("CREATE VIEW", "CREATE MATERIALIZED VIEW"))
+    return _CREATE_VIEW.match(table.create_sql) is not None
 
 
 def _table_marker(db: Database, table: TableInfo) -> str:

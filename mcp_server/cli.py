@@ -180,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "config":
         try:
             # A host would start the server on a file that is not there; a server DSN is not dialled from here.
-            if settings.dsn and parse_dsn(settings.dsn).engine == "sqlite":
+            if settings.dsn and parse_dsn(settings.dsn).engine in ("sqlite", "duckdb"):
                 open_database(settings.dsn).close()
         except DatabaseToolError as error:
             parser.error(str(error))

@@ -29,9 +29,10 @@ VSCODE_USER_CONFIG = {
 
 
 def absolute_dsn(dsn: str) -> str:
-    """The DSN with a relative SQLite path made absolute: hosts start servers from another directory."""
-    if dsn.startswith("sqlite:///"):
-        return "sqlite:///" + str(Path(dsn[len("sqlite:///") :]).resolve())
+    """The DSN with a relative SQLite or DuckDB path made absolute: hosts start servers from another directory."""
+    for prefix in ("sqlite:///", "duckdb:///"):
+        if dsn.startswith(prefix):
+            return prefix + str(Path(dsn[len(prefix) :]).resolve())
     if "://" not in dsn and "=" not in dsn:
         return str(Path(dsn).resolve())
     return dsn

@@ -49,7 +49,8 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option(
         "dsn",
-        "database: a SQLite path, sqlite:///path, postgresql://... or libpq 'host=... dbname=...' "
+        "database: a SQLite or DuckDB file, CSV/Parquet/JSON files or a folder of them, sqlite:///path, "
+        "duckdb:///path, postgresql://..., libpq 'host=... dbname=...' or mysql://user@host/db "
         "(default: the bundled demo database)",
         metavar="DSN",
     ),

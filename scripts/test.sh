@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs everything the tests need (PostgreSQL server binaries, sqlscout with the local engine and the
-# test extra into .venv, pinned by constraints.txt), then runs lint and the whole test suite. The suite
-# starts and stops its own throwaway PostgreSQL server.
+# Installs everything the tests need (PostgreSQL and MariaDB server binaries, sqlscout with the local engine
+# and the test extra into .venv, pinned by constraints.txt), then runs lint and the whole test suite. The
+# suite starts and stops its own throwaway PostgreSQL and MariaDB servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +9,11 @@ if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
     echo "sqlscout: installing PostgreSQL server binaries (Debian package postgresql, about 30 s)" >&2
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+fi
+if ! command -v mariadbd >/dev/null && [ ! -x /usr/sbin/mariadbd ]; then
+    echo "sqlscout: installing MariaDB server binaries (Debian package mariadb-server, about a minute)" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mariadb-server mariadb-client >/dev/null
 fi
 
 source scripts/venv.sh

@@ -1,5 +1,5 @@
-"""Session fixtures shared by the whole suite: the Triton interpreter switch, a real PostgreSQL, and a cache
-directory of the run's own."""
+"""Session fixtures shared by the whole suite: the Triton interpreter switch, a real PostgreSQL and MariaDB, and a
+cache directory of the run's own."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ if not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 
+from dbtools.throwaway_mariadb import MariaDBServer  # noqa: E402
 from dbtools.throwaway_postgres import PostgresServer  # noqa: E402
 
 
@@ -41,6 +42,24 @@ def pg_server_dsn():
         yield existing
         return
     server = PostgresServer()
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def mariadb_server_dsn():
+    """DSN (root, no database named) of a throwaway MariaDB server; SQLSCOUT_TEST_MYSQL_DSN points at an existing
+    MySQL or MariaDB server instead.
+
+    A server that cannot start fails the tests that need it: MySQL tests are never skipped.
+    """
+    existing = os.environ.get("SQLSCOUT_TEST_MYSQL_DSN")
+    if existing:
+        yield existing.rstrip("/")
+        return
+    server = MariaDBServer()
     try:
         yield server.start()
     finally:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
-import sqlite3
 import time
 from pathlib import Path
 
@@ -12,9 +10,9 @@ import psycopg
 from psycopg import sql
 from tqdm import tqdm
 
-from dbtools.demo.build import GENERATOR_VERSION
 from dbtools.demo.ddl import referenced_column
 from dbtools.demo.domains import TABLES, TABLES_BY_NAME
+from dbtools.demo.source import demo_rows, open_demo_source, sized_type
 from dbtools.demo.spec import ColumnSpec, TableSpec
 
 log = logging.getLogger(__name__)
@@ -31,9 +29,9 @@ _TYPE_MAP = {
 
 def postgres_type(sql_type: str) -> str:
     """The PostgreSQL type for a demo column type: VARCHAR/CHAR/NUMERIC keep their modifiers."""
-    match = re.fullmatch(r"(VARCHAR|CHAR|NUMERIC)\((\d+(?:,\d+)?)\)", sql_type.upper())
-    if match:
-        return f"{match.group(1).lower()}({match.group(2)})"
+    sized = sized_type(sql_type)
+    if sized:
+        return f"{sized[0].lower()}({sized[1]})"
     return _TYPE_MAP[sql_type.upper()]
 
 
@@ -89,22 +87,6 @@ def _comments(table: TableSpec) -> list[sql.Composed]:
     return statements
 
 
-def _check_source(source: Path) -> sqlite3.Connection:
-    if not source.exists():
-        raise FileNotFoundError(
-            f"demo database {source} not found: build it with `python -m dbtools.demo build`"
-        )
-    conn = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version != GENERATOR_VERSION:
-        conn.close()
-        raise ValueError(
-            f"{source} was built by demo generator version {version}, this is version "
-            f"{GENERATOR_VERSION}: rebuild it with `python -m dbtools.demo build --out {source}`"
-        )
-    return conn
-
-
 def load_postgres(dsn: str, source: str | Path, *, replace: bool = False, progress: bool = True) -> int:
     """Copy every demo table of `source` into the database at `dsn` (schema public) in one transaction.
 
@@ -112,7 +94,7 @@ def load_postgres(dsn: str, source: str | Path, *, replace: bool = False, progre
     tables make it fail unless `replace` drops them first. Returns the number of rows copied.
     """
     started = time.perf_counter()
-    source_conn = _check_source(Path(source))
+    source_conn = open_demo_source(Path(source))
     total = 0
     with psycopg.connect(dsn) as conn, conn.cursor() as cur:
         existing = {
@@ -134,7 +116,7 @@ def load_postgres(dsn: str, source: str | Path, *, replace: bool = False, progre
             columns = sql.SQL(", ").join(sql.Identifier(c.name) for c in table.columns)
             copy_sql = sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(table.name), columns)
             with cur.copy(copy_sql) as copy:
-                for row in source_conn.execute(f'SELECT * FROM "{table.name}" ORDER BY rowid'):
+                for row in demo_rows(source_conn, table):
                     copy.write_row(row)
                     total += 1
         for table in TABLES:

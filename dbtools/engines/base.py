@@ -242,8 +242,10 @@ def _clip(value: object, limit: int) -> object:
 class Database(ABC):
     """A read-only database. Thread-safe: every call may come from a different thread."""
 
-    dialect: str  # sqlglot dialect: "sqlite" | "postgres"
-    placeholder: str  # parameter marker for stream(): "?" (SQLite) or "%s" (PostgreSQL)
+    dialect: str  # sqlglot dialect: "sqlite" | "postgres" | "mysql" | "duckdb"
+    placeholder: str  # parameter marker for stream(): "?" (SQLite, DuckDB) or "%s" (PostgreSQL, MySQL)
+    # Whether TableInfo.create_sql already shows the table's and columns' comments (MySQL's COMMENT clauses).
+    create_sql_has_comments = False
 
     def __init__(self, display_name: str, *, timeout_s: float, max_rows: int, max_chars: int) -> None:
         if not (math.isfinite(timeout_s) and timeout_s > 0) or max_rows < 1 or max_chars < 1:

@@ -1,16 +1,18 @@
-"""Fixtures of the agent tests: a small company database in SQLite and PostgreSQL, and the Qwen3.5 tokenizer."""
+"""Fixtures of the agent tests: a small company database on every engine, and the Qwen3.5 tokenizer."""
 
 from __future__ import annotations
 
 import sqlite3
 import uuid
 
+import duckdb
 import psycopg
 import pytest
 
 from dbtools.engines import open_database
 from model.random_checkpoint import write_tokenizer_files
 from model.tokenizer import Tokenizer
+from tests.dbtools.fixture_schema import mysql_connection
 
 SCHEMA = [
     "CREATE TABLE departments (id INTEGER PRIMARY KEY, name TEXT NOT NULL, city TEXT)",
@@ -59,6 +61,41 @@ def postgres_dsn(pg_server_dsn) -> str:
         conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
+@pytest.fixture(scope="session")
+def mysql_dsn(mariadb_server_dsn) -> str:
+    name = f"agent_{uuid.uuid4().hex[:10]}"
+    with mysql_connection(f"{mariadb_server_dsn}/mysql") as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{name}`")
+    dsn = f"{mariadb_server_dsn}/{name}"
+    with mysql_connection(dsn) as conn, conn.cursor() as cursor:
+        _fill(cursor.execute)
+    yield dsn
+    with mysql_connection(f"{mariadb_server_dsn}/mysql") as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE `{name}`")
+
+
+@pytest.fixture(scope="session")
+def duckdb_dsn(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("agent-db") / "company.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        _fill(lambda sql, params: conn.execute(sql.replace("%s", "?"), params))
+    return str(path)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("mysql", marks=pytest.mark.mysql),
+        "duckdb",
+    ]
+)
+def other_dialect_db(request):
+    """The company database on each engine that speaks another dialect than the model's SQLite."""
+    database = open_database(request.getfixturevalue(f"{request.param}_dsn"), timeout_s=5.0)
+    yield database
+    database.close()
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db(request):
     dsn = request.getfixturevalue("sqlite_dsn" if request.param == "sqlite" else "postgres_dsn")
@@ -70,13 +107,6 @@ def db(request):
 @pytest.fixture
 def sqlite_db(sqlite_dsn):
     database = open_database(sqlite_dsn, timeout_s=5.0)
-    yield database
-    database.close()
-
-
-@pytest.fixture
-def postgres_db(postgres_dsn):
-    database = open_database(postgres_dsn, timeout_s=5.0)
     yield database
     database.close()
 

@@ -1,15 +1,18 @@
-"""The model's SQLite SQL rewritten for PostgreSQL: syntax transpiled, names matched to the catalog."""
+"""The model's SQLite SQL rewritten for PostgreSQL, MySQL and DuckDB: syntax transpiled, names matched to the
+catalog."""
 
 from __future__ import annotations
 
 import sqlite3
 import uuid
 
+import duckdb
 import psycopg
 import pytest
 
 from dbtools.engines import open_database
 from mcp_server.agent.dialect import DialectTranslator
+from tests.dbtools.fixture_schema import mysql_connection
 
 MIXED_CASE_SCHEMA = [
     'CREATE TABLE "AlertLogs" (id INTEGER PRIMARY KEY, "userId" INTEGER, "triggeredAt" TEXT, note TEXT)',
@@ -17,23 +20,52 @@ MIXED_CASE_SCHEMA = [
 ]
 
 
-@pytest.fixture(scope="module")
-def mixed_case_db(pg_server_dsn):
+def _postgres(request) -> str:
+    server = request.getfixturevalue("pg_server_dsn")
     name = f"dialect_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
+    with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    dsn = pg_server_dsn.rsplit("/", 1)[0] + f"/{name}"
+    dsn = server.rsplit("/", 1)[0] + f"/{name}"
     with psycopg.connect(dsn, autocommit=True) as conn:
         for statement in MIXED_CASE_SCHEMA:
             conn.execute(statement)
-    database = open_database(dsn, timeout_s=5.0)
+    return dsn
+
+
+def _mysql(request) -> str:
+    server = request.getfixturevalue("mariadb_server_dsn")
+    name = f"dialect_{uuid.uuid4().hex[:10]}"
+    with mysql_connection(f"{server}/mysql") as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{name}`")
+    with mysql_connection(f"{server}/{name}") as conn, conn.cursor() as cursor:
+        for statement in MIXED_CASE_SCHEMA:
+            cursor.execute(statement.replace('"', "`"))
+    return f"{server}/{name}"
+
+
+def _duckdb(request) -> str:
+    path = request.getfixturevalue("tmp_path_factory").mktemp("dialect") / "mixed.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        for statement in MIXED_CASE_SCHEMA:
+            conn.execute(statement)
+    return str(path)
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(_postgres, id="postgres", marks=pytest.mark.postgres),
+        pytest.param(_mysql, id="mysql", marks=pytest.mark.mysql),
+        pytest.param(_duckdb, id="duckdb"),
+    ],
+)
+def mixed_case_db(request):
+    """AlertLogs with its camel-case names on each engine that is not SQLite (each in a database of its own)."""
+    database = open_database(request.param(request), timeout_s=5.0)
     yield database
     database.close()
-    with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
-@pytest.mark.postgres
 @pytest.mark.parametrize(
     "sqlite_sql, expected_rows",
     [
@@ -47,15 +79,14 @@ def mixed_case_db(pg_server_dsn):
         ),
     ],
 )
-def test_sqlite_sql_runs_on_mixed_case_postgres_names(mixed_case_db, sqlite_sql, expected_rows):
+def test_sqlite_sql_runs_on_mixed_case_names(mixed_case_db, sqlite_sql, expected_rows):
     translated = DialectTranslator(mixed_case_db)(sqlite_sql)
     assert mixed_case_db.query(translated).rows == expected_rows
 
 
-@pytest.mark.postgres
 def test_unknown_names_and_unparsable_sql_pass_through(mixed_case_db):
     translate = DialectTranslator(mixed_case_db)
-    assert '"AlertLogs"' in translate("SELECT nosuch FROM AlertLogs")
+    assert mixed_case_db.quote("AlertLogs") in translate("SELECT nosuch FROM AlertLogs")
     assert "nosuch" in translate("SELECT nosuch FROM AlertLogs")
     broken = "SELEC FROM WHERE ((("
     assert translate(broken) == broken

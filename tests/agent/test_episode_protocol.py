@@ -241,8 +241,11 @@ def test_evidence_goes_into_the_user_turn_and_literals_are_tracked(db, tokenizer
     assert metrics["tables_touched"] == ["departments"]
 
 
-@pytest.mark.postgres
-def test_postgres_runs_transpiled_sql_and_keeps_both(postgres_db, tokenizer):
+# How each dialect writes SQLite's GROUP_CONCAT.
+STRING_AGGREGATE = {"postgres": "STRING_AGG", "mysql": "GROUP_CONCAT", "duckdb": "LISTAGG"}
+
+
+def test_other_dialects_run_transpiled_sql_and_keep_both(other_dialect_db, tokenizer):
     sqlite_sql = (
         "SELECT IFNULL(city, 'none') AS city, SUBSTR(name, 1, 2) AS code FROM departments ORDER BY id"
     )
@@ -251,15 +254,16 @@ def test_postgres_runs_transpiled_sql_and_keeps_both(postgres_db, tokenizer):
         "</think>\n" + json.dumps({"tool": "run_query", "args": {"sql": sqlite_sql}}),
         "</think>\n" + json.dumps({"tool": "submit_sql", "args": {"sql": final}}),
     ]
-    answer, seen = ask(postgres_db, tokenizer, [replies])
+    answer, seen = ask(other_dialect_db, tokenizer, [replies])
     call = answer.chosen.trace.rounds[0].calls[0]
     assert call.error is None and call.sql == sqlite_sql
     assert "COALESCE" in call.executed_sql and "IFNULL" not in call.executed_sql
     assert call.output == "city | code\nBoston | Sa\nDenver | Re\nnone | Su"
     assert json.dumps(sqlite_sql) in seen[0][1]  # the model sees its own SQL echoed, not the transpiled one
     result = answer.to_dict()
-    assert result["sql_dialect"] == "postgres" and result["sql_sqlite"] == final
-    assert "STRING_AGG" in result["sql"] and result["ending"] == "submit_sql"
+    dialect = other_dialect_db.dialect
+    assert result["sql_dialect"] == dialect and result["sql_sqlite"] == final
+    assert STRING_AGGREGATE[dialect] in result["sql"] and result["ending"] == "submit_sql"
     assert sorted(result["rows"][0][0].split("+")) == ["Research", "Sales"]
 
 

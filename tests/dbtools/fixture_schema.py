@@ -1,12 +1,18 @@
-"""A small schema built the same way in SQLite and PostgreSQL, with the protocol's AlertLogs table."""
+"""A small schema built the same way in SQLite, PostgreSQL, MySQL/MariaDB and DuckDB (and as CSV files), with the
+protocol's AlertLogs table."""
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 
+import duckdb
 import psycopg
+
+from dbtools.engines.mysql_pool import MySQLConnection, connect_args
 
 # AlertLogs exactly as the protocol's published trace shows it (SQLite keeps this text verbatim).
 ALERTLOGS_SQLITE = (
@@ -102,6 +108,59 @@ def build_sqlite(path: str) -> None:
     conn.close()
 
 
+def mysql_ddl(statement: str) -> str:
+    """A COMMON_DDL statement as MySQL takes it: backticks for quoted names, VARCHAR where a key needs a length."""
+    return (
+        statement.replace('"', "`")
+        .replace("code TEXT PRIMARY KEY", "code VARCHAR(8) PRIMARY KEY")
+        .replace("country_code TEXT", "country_code VARCHAR(8)")
+    )
+
+
+def mysql_connection(dsn: str) -> MySQLConnection:
+    """A plain connection (autocommit, no transaction, every privilege of the DSN's account) to the database of a
+    mysql:// DSN, outside the code under test."""
+    return MySQLConnection(**connect_args(dsn, 5))
+
+
+def build_mysql(dsn: str) -> None:
+    with mysql_connection(dsn) as conn, conn.cursor() as cursor:
+        for ddl in COMMON_DDL:
+            cursor.execute(mysql_ddl(ddl or ALERTLOGS_SQLITE))
+        for table, rows in fixture_rows().items():
+            if rows:
+                marks = ", ".join(["%s"] * len(rows[0]))
+                cursor.executemany(f"INSERT INTO `{table}` VALUES ({marks})", rows)
+        cursor.execute("ALTER TABLE customers COMMENT 'People and companies who order'")
+        cursor.execute("ALTER TABLE customers MODIFY country_code VARCHAR(8) COMMENT 'ISO 3166 alpha-2 code'")
+
+
+def build_duckdb(path: str) -> None:
+    with duckdb.connect(path) as conn:
+        for ddl in COMMON_DDL:
+            conn.execute(ddl or ALERTLOGS_SQLITE)
+        for table, rows in fixture_rows().items():
+            if rows:
+                marks = ", ".join("?" * len(rows[0]))
+                conn.executemany(f'INSERT INTO "{table}" VALUES ({marks})', rows)
+        conn.execute("COMMENT ON TABLE customers IS 'People and companies who order'")
+        conn.execute("COMMENT ON COLUMN customers.country_code IS 'ISO 3166 alpha-2 code'")
+
+
+def write_csv_folder(folder: Path) -> None:
+    """Every fixture table as a CSV file named after it, with a header line; NULL as an empty field."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(":memory:") as conn:
+        for ddl in COMMON_DDL:
+            conn.execute(ddl or ALERTLOGS_SQLITE)
+        for table in COMMON_TABLES:
+            columns = [row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')]
+            with open(folder / f"{table}.csv", "w", newline="") as out:
+                writer = csv.writer(out)
+                writer.writerow(columns)
+                writer.writerows(fixture_rows()[table])
+
+
 def build_postgres(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         for ddl in COMMON_DDL:
@@ -118,9 +177,25 @@ def build_postgres(dsn: str) -> None:
 
 
 def snapshot(dsn: str, engine: str) -> dict[str, str]:
-    """Every user table's name and a checksum of all its rows, read outside the code under test."""
+    """Every user table's name and a checksum of all its rows (for DuckDB and CSV files, of every file's bytes),
+    read outside the code under test."""
     if engine == "sqlite":
         return _snapshot(_sqlite_reader(dsn), "SELECT name FROM sqlite_master WHERE type = 'table'")
+    if engine in ("duckdb", "csv"):
+        return _file_snapshot(Path(dsn))
+    if engine == "mysql":
+        with mysql_connection(dsn) as conn, conn.cursor() as cursor:
+
+            def read_mysql(sql: str) -> list[tuple]:
+                cursor.execute(sql)
+                return list(cursor.fetchall())
+
+            return _snapshot(
+                read_mysql,
+                "SELECT CONCAT('`', TABLE_NAME, '`') FROM information_schema.TABLES "
+                "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_TYPE = 'BASE TABLE'",
+                quoted=True,
+            )
     with psycopg.connect(dsn, autocommit=True) as conn:
 
         def read(sql: str) -> list[tuple]:
@@ -152,3 +227,10 @@ def _snapshot(read: Callable[[str], list[tuple]], list_sql: str, quoted: bool = 
         rows = sorted(repr(r) for r in read(f"SELECT * FROM {source}"))
         result[name] = f"{len(rows)}:{hashlib.sha256(chr(10).join(rows).encode()).hexdigest()}"
     return result
+
+
+def _file_snapshot(path: Path) -> dict[str, str]:
+    """Every file in the database's folder (a fixture's folder holds only its files) and its bytes' checksum: any
+    write shows, and so does a new file beside them."""
+    folder = path if path.is_dir() else path.parent
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}

@@ -17,8 +17,10 @@ import pytest
 import dbtools.engines.base
 from dbtools.agent_tools import AgentToolbox
 from dbtools.engines import open_database
+from dbtools.engines.mysql import SQL_MODE
 from dbtools.errors import DatabaseToolError, UnsafeQueryError
-from tests.dbtools.fixture_schema import snapshot
+from tests.dbtools.conftest import ENGINES
+from tests.dbtools.fixture_schema import mysql_connection, snapshot
 
 ATTACKS = {
     "multi-statement": [
@@ -118,6 +120,70 @@ ATTACKS = {
         "PRAGMA journal_mode = DELETE",
         "PRAGMA user_version = 7",
     ],
+    "MySQL files": [
+        "SELECT LOAD_FILE('/etc/passwd')",
+        "SELECT * FROM users INTO OUTFILE '{dir}/outfile.csv'",
+        "SELECT * INTO OUTFILE '{dir}/outfile-first.csv' FROM users",
+        "SELECT name FROM users LIMIT 1 INTO DUMPFILE '{dir}/dumpfile'",
+        "LOAD DATA INFILE '/etc/hostname' INTO TABLE aler",
+        "LOAD DATA LOCAL INFILE '/etc/hostname' INTO TABLE aler",
+    ],
+    "MySQL executable comments and hints": [
+        "SELECT 1 /*! INTO OUTFILE '{dir}/comment.csv' */",
+        "SELECT 1 /*!50000 , LOAD_FILE('/etc/passwd') */",
+        "SELECT 1 /*M! , LOAD_FILE('/etc/passwd') */",
+        "SELECT /*+ MAX_EXECUTION_TIME(100000) */ count(*) FROM users",
+    ],
+    "MySQL waits, locks and session state": [
+        "SELECT SLEEP(5)",
+        "SELECT BENCHMARK(100000000, MD5('x'))",
+        "DO SLEEP(5)",
+        "SELECT GET_LOCK('sqlscout', 0)",
+        "HANDLER users OPEN",
+        "SELECT * FROM users LOCK IN SHARE MODE",
+        "LOCK TABLES users WRITE",
+        "SELECT @a := 1",
+        "SELECT 1 INTO @a",
+        "SET @a = 1",
+        "SET SESSION tx_read_only = 0",
+        "SET GLOBAL read_only = 0",
+        "SET NAMES latin1",
+        "XA START 'x'",
+    ],
+    "MySQL server commands": [
+        "RENAME TABLE users TO users_renamed",
+        "CREATE DATABASE sqlscout_evil",
+        "CALL mysql.evil()",
+        "FLUSH TABLES",
+        "INSTALL SONAME 'ha_blackhole'",
+        "KILL QUERY 1",
+        "SHUTDOWN",
+    ],
+    "DuckDB files": [
+        "COPY users TO '{dir}/copy.parquet' (FORMAT parquet)",
+        "COPY (SELECT 1 AS id) TO '{data}' (USE_TMP_FILE false)",
+        "EXPORT DATABASE '{dir}/export'",
+        "ATTACH '{dir}/evil.duckdb' AS evil",
+        "SELECT * FROM read_text('/etc/passwd')",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "SELECT * FROM '/etc/passwd'",
+        "SELECT * FROM glob('/*')",
+        "SELECT * FROM query('DELETE FROM users')",
+    ],
+    "DuckDB settings and extensions": [
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "SET enable_external_access = true",
+        "RESET enable_external_access",
+        "SET allowed_paths = ['/']",
+        "SET lock_configuration = false",
+        "CREATE SECRET s (TYPE s3, KEY_ID 'x', SECRET 'y')",
+        "CHECKPOINT",
+        "CALL checkpoint()",
+        "PRAGMA enable_profiling",
+        "USE memory",
+        "CREATE MACRO m() AS 1",
+    ],
 }
 FILE_ATTACKS = [
     "ATTACH DATABASE '{dir}/evil.db' AS evil",
@@ -131,9 +197,22 @@ ALL_ATTACKS = [
 ]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module", params=[*ENGINES, "csv"])
+def engine(request) -> str:
+    """Every engine, and DuckDB over a folder of CSV files besides its own database file."""
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def dsn(engine, request) -> str:
+    return request.getfixturevalue(f"{engine}_dsn")
+
+
+@pytest.fixture(scope="module")
 def db(dsn):
-    """A short timeout: with the parser check off, a sleeping attack runs until the engine cancels it."""
+    """One database for every attack on an engine, as a server would keep it, so that no attack's state may carry
+    over into the next; a short timeout: with the parser check off, a sleeping attack runs until the engine
+    cancels it."""
     database = open_database(dsn, timeout_s=1.0)
     yield database
     database.close()
@@ -182,37 +261,71 @@ def postgres_large_object(postgres_dsn) -> int:
         return conn.execute("SELECT lo_from_bytea(0, 'secret')").fetchone()[0]
 
 
+@pytest.fixture(scope="module")
+def mysql_reader_dsn(mysql_dsn) -> Iterator[str]:
+    """The fixture database through an account granted SELECT on it and nothing else: no FILE privilege, so the
+    server's files stay out of reach once the parser check is gone."""
+    account = f"attack_reader_{uuid.uuid4().hex[:10]}"
+    password = uuid.uuid4().hex
+    database = mysql_dsn.rsplit("/", 1)[1]
+    with mysql_connection(mysql_dsn) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE USER '{account}'@'%' IDENTIFIED BY '{password}'")
+        cursor.execute(f"GRANT SELECT ON `{database}`.* TO '{account}'@'%'")
+        cursor.execute(f"SHOW GRANTS FOR '{account}'@'%'")
+        grants = [row[0] for row in cursor.fetchall()]
+    assert len(grants) == 2 and grants[1].startswith(f"GRANT SELECT ON `{database}`.*"), grants
+    server = mysql_dsn.split("@", 1)[1]
+    try:
+        yield f"mysql://{account}:{password}@{server}"
+    finally:
+        with mysql_connection(mysql_dsn) as conn, conn.cursor() as cursor:
+            cursor.execute(f"DROP USER '{account}'@'%'")
+
+
 @pytest.fixture
 def aim(engine, dsn, request) -> Iterator[tuple[Path, Callable[[str], str]]]:
-    """An empty folder the database server can write to, and a function pointing an attack's files into it.
+    """An empty folder the database server can write to, and a function pointing an attack's files into it
+    ({dir}) and at the database's own data ({data}: its file, or one of its CSV files).
 
-    The server runs as its own OS user (postgres): the folder is world-writable, and a COPY run directly as
-    the superuser proves that a file written there by the server would show up.
+    A PostgreSQL server runs as its own OS user (postgres): the folder is world-writable, and a COPY run directly
+    as the superuser proves that a file written there by the server would show up; so does INTO OUTFILE run
+    directly as MariaDB's root.
     """
     folder = Path(tempfile.mkdtemp(prefix="sqlscout-attack-"))
     folder.chmod(0o777)
     large_object = 0
+    data = {"sqlite": dsn, "duckdb": dsn, "csv": str(Path(dsn) / "users.csv")}.get(
+        engine, str(folder / "data")
+    )
     try:
+        probe = folder / "probe.csv"
         if engine == "postgres":
             large_object = request.getfixturevalue("postgres_large_object")
-            probe = folder / "probe.csv"
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute(f"COPY (SELECT 1) TO '{probe}'")
-            assert probe.read_text() == "1\n", f"the PostgreSQL server cannot write into {folder}"
+        if engine == "mysql":
+            with mysql_connection(dsn) as conn, conn.cursor() as cursor:
+                cursor.execute(f"SELECT 1 INTO OUTFILE '{probe}'")
+        if engine in ("postgres", "mysql"):
+            assert probe.read_text() == "1\n", f"the {engine} server cannot write into {folder}"
             probe.unlink()
 
         def aimed(sql: str) -> str:
-            return sql.replace("{dir}", str(folder)).replace("{lo}", str(large_object))
+            return (
+                sql.replace("{dir}", str(folder)).replace("{lo}", str(large_object)).replace("{data}", data)
+            )
 
         yield folder, aimed
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def reader_db(engine, dsn, request):
-    """SQLite read-only as ever; PostgreSQL as the SELECT-only role rather than the superuser."""
-    target = request.getfixturevalue("postgres_reader_dsn") if engine == "postgres" else dsn
+    """SQLite and DuckDB read-only as ever; PostgreSQL and MySQL as the SELECT-only role or account rather than the
+    superuser or root."""
+    readers = {"postgres": "postgres_reader_dsn", "mysql": "mysql_reader_dsn"}
+    target = request.getfixturevalue(readers[engine]) if engine in readers else dsn
     database = open_database(target, timeout_s=1.0)
     yield database
     database.close()
@@ -291,6 +404,9 @@ def test_refusals_are_policy_errors_with_a_reason(db, sql):
         "users) UNION SELECT sql FROM sqlite_master --",
         "pg_catalog.pg_authid",
         "sqlite_master",
+        "mysql.user",
+        "information_schema.tables",
+        "duckdb_settings",
     ],
 )
 def test_injection_through_table_and_column_names(db, dsn, engine, before, name):
@@ -331,4 +447,36 @@ def test_nothing_leaks_between_pooled_connections(postgres_dsn, monkeypatch):
             "current_setting('transaction_read_only')"
         ).rows
         assert rows == [("3s", '"$user", public', "on")]
+    db.close()
+
+
+@pytest.mark.mysql
+def test_no_session_state_leaks_between_pooled_mysql_connections(mysql_dsn, monkeypatch):
+    """User variables, locks and session settings set inside one call are gone in the next, whichever pooled
+    connection it gets."""
+    db = open_database(mysql_dsn, timeout_s=3.0)
+    monkeypatch.setattr(dbtools.engines.base, "check_query", lambda sql, dialect: None)
+    for statement in (
+        "SELECT @stolen := 42, GET_LOCK('sqlscout-leak', 0)",
+        "SET SESSION tx_read_only = 0",
+        "SET SESSION max_statement_time = 0",
+        "SET SESSION sql_mode = 'ANSI_QUOTES'",
+    ):
+        for _ in range(3):
+            db.query(statement)
+    monkeypatch.undo()
+    for _ in range(6):
+        rows = db.query(
+            "SELECT @stolen, IS_USED_LOCK('sqlscout-leak'), @@tx_read_only, @@max_statement_time, @@sql_mode"
+        ).rows
+        assert rows == [(None, None, 1, 3.0, SQL_MODE)]
+    db.close()
+
+
+@pytest.mark.mysql
+def test_a_select_only_mysql_account_reads_no_server_files(mysql_reader_dsn, monkeypatch):
+    """Without the parser check, LOAD_FILE runs: as an account without the FILE privilege it reads nothing."""
+    db = open_database(mysql_reader_dsn, timeout_s=3.0)
+    monkeypatch.setattr(dbtools.engines.base, "check_query", lambda sql, dialect: None)
+    assert db.query("SELECT LOAD_FILE('/etc/hostname')").rows == [(None,)]
     db.close()

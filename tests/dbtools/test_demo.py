@@ -9,6 +9,7 @@ import sqlite3
 import uuid
 from pathlib import Path
 
+import duckdb
 import psycopg
 import pytest
 
@@ -16,6 +17,7 @@ from dbtools.demo import GENERATOR_VERSION, build_demo, default_demo_path
 from dbtools.demo.__main__ import build_parser as demo_parser
 from dbtools.demo.__main__ import main as demo_main
 from dbtools.demo.domains import DOMAINS, TABLES
+from tests.dbtools.fixture_schema import mysql_connection
 from tests.usage_errors import usage_error
 
 
@@ -232,9 +234,7 @@ def test_load_postgres_copies_every_table(pg_server_dsn, tmp_path):
         assert demo_main(["load-postgres", dsn, "--source", str(source)]) == 0
         with sqlite3.connect(source) as lite:
             expected = _row_counts(lite)
-            expected_fks = sum(
-                len(lite.execute(f'PRAGMA foreign_key_list("{t}")').fetchall()) for t in expected
-            )
+            expected_fks = _foreign_key_count(lite, expected)
         with psycopg.connect(dsn) as conn:
             loaded = {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in expected}
             fks = conn.execute("SELECT count(*) FROM pg_constraint WHERE contype = 'f'").fetchone()[0]
@@ -251,12 +251,79 @@ def test_load_postgres_copies_every_table(pg_server_dsn, tmp_path):
             conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
+@pytest.mark.mysql
+def test_load_mysql_copies_every_table(mariadb_server_dsn, tmp_path):
+    source = build_demo(tmp_path / "small.sqlite", scale=0.02, seed=0, progress=False).path
+    name = f"demo_load_{uuid.uuid4().hex[:10]}"
+    with mysql_connection(f"{mariadb_server_dsn}/mysql") as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{name}`")
+    dsn = f"{mariadb_server_dsn}/{name}"
+    try:
+        assert demo_main(["load-mysql", dsn, "--source", str(source)]) == 0
+        with sqlite3.connect(source) as lite:
+            expected = _row_counts(lite)
+            expected_fks = _foreign_key_count(lite, expected)
+        with mysql_connection(dsn) as conn, conn.cursor() as cursor:
+            loaded = {}
+            for table in expected:
+                cursor.execute(f"SELECT count(*) FROM `{table}`")
+                loaded[table] = cursor.fetchone()[0]
+            cursor.execute(
+                "SELECT count(*) FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = DATABASE()"
+            )
+            fks = cursor.fetchone()[0]
+            cursor.execute("SELECT name FROM countries WHERE iso_code = 'DE'")
+            germany = cursor.fetchone()
+        assert loaded == expected
+        assert fks == expected_fks
+        assert germany == ("Germany",)
+        assert demo_main(["load-mysql", dsn, "--source", str(source)]) == 1
+        assert demo_main(["load-mysql", dsn, "--source", str(source), "--replace"]) == 0
+    finally:
+        with mysql_connection(f"{mariadb_server_dsn}/mysql") as conn, conn.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE `{name}`")
+
+
+def test_load_duckdb_copies_every_table(tmp_path):
+    """Every row and foreign key but a table's references to its own rows, which DuckDB cannot declare."""
+    source = build_demo(tmp_path / "small.sqlite", scale=0.02, seed=0, progress=False).path
+    target = tmp_path / "demo.duckdb"
+    assert demo_main(["load-duckdb", str(target), "--source", str(source)]) == 0
+    with sqlite3.connect(source) as lite:
+        expected = _row_counts(lite)
+        expected_fks = _foreign_key_count(lite, expected)
+    with duckdb.connect(str(target), read_only=True) as conn:
+        loaded = {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in expected}
+        fks = conn.execute("SELECT count(*) FROM duckdb_constraints() WHERE constraint_type = 'FOREIGN KEY'")
+        fks = fks.fetchone()[0]
+        comment = conn.execute(
+            "SELECT comment FROM duckdb_tables() WHERE table_name = 'countries'"
+        ).fetchone()[0]
+        germany = conn.execute("SELECT name FROM countries WHERE iso_code = 'DE'").fetchone()
+        empty = conn.execute("SELECT count(*) FROM countries WHERE name IS NULL OR name = ''").fetchone()[0]
+    assert loaded == expected
+    assert fks == expected_fks - 2  # Employees.ManagerID and gl_accts.parent_acct_id
+    assert comment and germany == ("Germany",) and empty == 0
+    assert demo_main(["load-duckdb", str(target), "--source", str(source)]) == 1
+    assert demo_main(["load-duckdb", str(target), "--source", str(source), "--replace"]) == 0
+
+
+def _foreign_key_count(lite: sqlite3.Connection, tables: dict[str, int]) -> int:
+    return sum(len(lite.execute(f'PRAGMA foreign_key_list("{t}")').fetchall()) for t in tables)
+
+
 def test_load_postgres_reports_an_unreachable_server(tmp_path, capsys):
     source = build_demo(tmp_path / "tiny.sqlite", scale=0.01, seed=0, progress=False).path
     assert (
         demo_main(["load-postgres", "postgresql://postgres@127.0.0.1:1/none", "--source", str(source)]) == 1
     )
     assert "error: PostgreSQL: connection failed" in capsys.readouterr().err
+
+
+def test_load_mysql_reports_an_unreachable_server(tmp_path, capsys):
+    source = build_demo(tmp_path / "tiny.sqlite", scale=0.01, seed=0, progress=False).path
+    assert demo_main(["load-mysql", "mysql://root@127.0.0.1:1/none", "--source", str(source)]) == 1
+    assert "error: MySQL: Can't connect to MySQL server on '127.0.0.1'" in capsys.readouterr().err
 
 
 def test_an_unusable_cache_directory_is_reported_in_one_line(tmp_path, capsys, monkeypatch):

@@ -10,6 +10,8 @@ import pytest
 
 from dbtools.engines import ColumnInfo, ForeignKey, PostgresDatabase, SQLiteDatabase, open_database
 from dbtools.engines.dsn import parse_dsn
+from dbtools.engines.duckdb_engine import DuckDBDatabase
+from dbtools.engines.mysql import MySQLDatabase
 from dbtools.errors import ConnectionFailedError, QueryError, UnknownObjectError
 from tests.dbtools.fixture_schema import COMMON_TABLES, build_sqlite
 
@@ -23,6 +25,14 @@ from tests.dbtools.fixture_schema import COMMON_TABLES, build_sqlite
         ("postgresql://u@h:5432/db", "postgres", "postgresql://u@h:5432/db"),
         ("postgres://u@h/db", "postgres", "postgres://u@h/db"),
         ("host=h dbname=db user=u", "postgres", "host=h dbname=db user=u"),
+        ("mysql://u:p@h:3306/db", "mysql", "mysql://u:p@h:3306/db"),
+        ("mariadb://u@h/db", "mysql", "mariadb://u@h/db"),
+        ("duckdb:///data/shop.duckdb", "duckdb", "data/shop.duckdb"),
+        ("duckdb:////abs/shop.duckdb", "duckdb", "/abs/shop.duckdb"),
+        ("data/shop.duckdb", "duckdb", "data/shop.duckdb"),
+        ("sales.parquet", "duckdb", "sales.parquet"),
+        ("data/sales.csv.gz", "duckdb", "data/sales.csv.gz"),
+        ("events.jsonl", "duckdb", "events.jsonl"),
     ],
 )
 def test_parse_dsn_tells_the_engines_apart(dsn, engine, target):
@@ -30,20 +40,49 @@ def test_parse_dsn_tells_the_engines_apart(dsn, engine, target):
     assert (parsed.engine, parsed.target) == (engine, target)
 
 
+def test_a_folder_of_data_files_is_duckdb_and_any_other_folder_sqlite(tmp_path):
+    (tmp_path / "notes.txt").touch()
+    assert parse_dsn(str(tmp_path)).engine == "sqlite"  # which then says it is a folder, not a database
+    (tmp_path / "sales.csv").touch()
+    assert parse_dsn(str(tmp_path)).engine == "duckdb"
+
+
 def test_parse_dsn_masks_passwords():
     assert parse_dsn("postgresql://u:s3cret@h:5432/db").display_name == "postgresql://u:***@h:5432/db"
     assert "s3cret" not in parse_dsn("host=h password=s3cret dbname=db").display_name
+    assert parse_dsn("mysql://u:s3cret@h/db").display_name == "mysql://u:***@h/db"
 
 
-@pytest.mark.parametrize("dsn", ["mysql://u@h/db", "", "sqlite://host/x.db", "sqlite:///"])
+@pytest.mark.parametrize("dsn", ["oracle://u@h/db", "", "sqlite://host/x.db", "sqlite:///", "duckdb://h/x"])
 def test_parse_dsn_rejects_what_it_cannot_open(dsn):
     with pytest.raises(ConnectionFailedError):
         parse_dsn(dsn)
 
 
+@pytest.mark.parametrize(
+    ("dsn", "message"),
+    [
+        ("mysql://u@127.0.0.1:1", "name one database in the DSN: mysql://user@host:3306/database"),
+        ("mysql://u@127.0.0.1:1/db?ssl-mode=maybe", "unknown ssl-mode 'maybe'"),
+        ("mysql://u@127.0.0.1:1/db?compress=1", "unknown DSN option 'compress'"),
+    ],
+)
+def test_mysql_dsns_that_cannot_work_are_named(dsn, message):
+    with pytest.raises(ConnectionFailedError, match=message):
+        open_database(dsn)
+
+
+ENGINE_CLASSES = {
+    "sqlite": SQLiteDatabase,
+    "postgres": PostgresDatabase,
+    "mysql": MySQLDatabase,
+    "duckdb": DuckDBDatabase,
+}
+
+
 def test_open_database_picks_the_engine(dsn, engine, open_db):
     db = open_db(dsn)
-    assert isinstance(db, SQLiteDatabase if engine == "sqlite" else PostgresDatabase)
+    assert isinstance(db, ENGINE_CLASSES[engine])
     assert db.dialect == engine
 
 
@@ -62,7 +101,7 @@ def test_tables_report_columns_keys_and_foreign_keys(db, engine):
     assert [c.name for c in users.columns] == ["id", "name", "email"]
     assert users.columns[0].primary_key and not users.columns[0].nullable
     assert not users.columns[1].nullable and users.columns[2].nullable
-    assert users.columns[1].type.lower() == "text"
+    assert users.columns[1].type.lower() == ("varchar" if engine == "duckdb" else "text")  # DuckDB's TEXT
     items = tables["order_items"]
     assert [c.name for c in items.columns if c.primary_key] == ["order_id", "product_id"]
     assert items.foreign_keys == (
@@ -108,6 +147,11 @@ def test_postgres_accepts_public_qualified_names(postgres_dsn, open_db):
 
 
 def test_quote_handles_spaces_quotes_keywords_and_schemas(db, engine):
+    if engine == "mysql":
+        assert db.quote("weird name") == "`weird name`"
+        assert db.quote("a`b") == "`a``b`"
+        assert db.quote("select") == "`select`"
+        return
     assert db.quote("weird name") == '"weird name"'
     assert db.quote('a"b') == '"a""b"'
     assert db.quote("select") == '"select"'

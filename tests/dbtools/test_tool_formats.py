@@ -18,6 +18,21 @@ PUBLISHED_SELECT = """id | alertId | userId | triggeredAt
 4 | 2 | 5 | 2021-12-23 05:37:09
 5 | 1 | 3 | 2021-12-15 23:51:42
 ... (showing first 5 rows; more rows exist)"""
+# Each engine's own wording: the name it gives a COUNT(*) column, its message for an unknown column and for a
+# statement that ends too early.
+COUNT_HEADER = {"sqlite": "COUNT(*)", "postgres": "count", "mysql": "COUNT(*)", "duckdb": "count_star()"}
+UNKNOWN_COLUMN = {
+    "sqlite": "no such column: nme",
+    "postgres": 'column "nme" does not exist',
+    "mysql": "Unknown column 'nme'",
+    "duckdb": 'Binder Error: Referenced column "nme" not found in FROM clause!',
+}
+INCOMPLETE = {
+    "sqlite": "incomplete input",
+    "postgres": "syntax error at end of input",
+    "mysql": "You have an error in your SQL syntax",
+    "duckdb": "Parser Error: syntax error at end of input",
+}
 # The protocol's eight tools, by the names the model was trained to call.
 PROTOCOL_TOOLS = {
     "list_tables",
@@ -71,6 +86,40 @@ def test_describe_table_shows_composite_keys_schemas_and_comments_on_postgres(po
     )
 
 
+@pytest.mark.mysql
+def test_describe_table_shows_the_servers_create_table_on_mysql(mysql_dsn, open_db):
+    """SHOW CREATE TABLE on one line: backticks, the engine's types, named constraints and inline comments."""
+    tools = AgentToolbox(open_db(mysql_dsn))
+    alert_logs = tools.call("describe_table", {"table_name": "alertlogs"}).text
+    assert alert_logs.startswith("CREATE TABLE `AlertLogs` ( `id` int")
+    assert "\n" not in alert_logs and "  " not in alert_logs
+    for clause in (
+        "`triggeredAt` datetime DEFAULT NULL",
+        "PRIMARY KEY (`id`)",
+        "FOREIGN KEY (`alertId`) REFERENCES `aler` (`id`)",
+        "FOREIGN KEY (`userId`) REFERENCES `users` (`id`)",
+    ):
+        assert clause in alert_logs
+    customers = tools.call("describe_table", {"table_name": "CUSTOMERS"}).text
+    assert "`country_code` varchar(8) DEFAULT NULL COMMENT 'ISO 3166 alpha-2 code'" in customers
+    assert customers.endswith("COMMENT='People and companies who order'")
+    assert "COMMENT ON" not in customers  # the comments are in the CREATE TABLE text already
+
+
+def test_describe_table_shows_the_stored_create_table_on_duckdb(duckdb_dsn, open_db):
+    tools = AgentToolbox(open_db(duckdb_dsn))
+    assert tools.call("describe_table", {"table_name": "alertlogs"}).text == (
+        "CREATE TABLE AlertLogs(id INTEGER PRIMARY KEY, alertId INTEGER, userId INTEGER, triggeredAt TIMESTAMP, "
+        "FOREIGN KEY (alertId) REFERENCES aler(id), FOREIGN KEY (userId) REFERENCES users(id))"
+    )
+    assert tools.call("describe_table", {"table_name": "customers"}).text == (
+        'CREATE TABLE customers(id INTEGER PRIMARY KEY, "name" VARCHAR NOT NULL, country_code VARCHAR, '
+        "FOREIGN KEY (country_code) REFERENCES countries(code))"
+        "; COMMENT ON TABLE \"customers\" IS 'People and companies who order'"
+        '; COMMENT ON COLUMN "customers"."country_code" IS \'ISO 3166 alpha-2 code\''
+    )
+
+
 def test_describe_table_collapses_stored_whitespace(tmp_path, open_db):
     import sqlite3
 
@@ -85,7 +134,7 @@ def test_run_query_matches_the_published_trace(tools, engine):
     sql = (
         "SELECT * FROM AlertLogs LIMIT 10"
         if engine == "sqlite"
-        else 'SELECT * FROM "AlertLogs" ORDER BY id LIMIT 10'
+        else f"SELECT * FROM {tools.db.quote('AlertLogs')} ORDER BY id LIMIT 10"
     )
     output = tools.call("run_query", {"sql": sql})
     assert output.text == PUBLISHED_SELECT
@@ -94,12 +143,11 @@ def test_run_query_matches_the_published_trace(tools, engine):
 
 
 def test_run_query_count_matches_the_published_trace(tools, engine):
-    if engine == "sqlite":
-        output = tools.call("run_query", {"sql": "SELECT COUNT(*) FROM AlertLogs WHERE userId = 5"})
-        assert output.text == "COUNT(*)\n26"
-    else:
-        output = tools.call("run_query", {"sql": 'SELECT COUNT(*) FROM "AlertLogs" WHERE "userId" = 5'})
-        assert output.text == "count\n26"  # PostgreSQL names the column itself
+    q = tools.db.quote
+    output = tools.call(
+        "run_query", {"sql": f"SELECT COUNT(*) FROM {q('AlertLogs')} WHERE {q('userId')} = 5"}
+    )
+    assert output.text == f"{COUNT_HEADER[engine]}\n26"  # PostgreSQL and DuckDB name the column themselves
 
 
 def test_run_query_prints_exactly_five_rows_without_the_more_line_when_there_are_five(tools):
@@ -117,17 +165,18 @@ def test_run_query_empty_result_is_the_header_alone(tools):
 def test_run_query_error_is_the_engine_message(tools, engine):
     output = tools.call("run_query", {"sql": "SELECT nme FROM users"})
     assert output.error == output.text
-    expected = "no such column: nme" if engine == "sqlite" else 'column "nme" does not exist'
-    assert output.text.startswith(expected)
+    assert output.text.startswith(UNKNOWN_COLUMN[engine])
     assert output.tables == ("users",)
 
 
 def test_run_query_syntax_error_is_the_engine_message_with_position(tools, engine):
     output = tools.call("run_query", {"sql": "SELECT * FROM users WHERE"})
+    assert output.text.startswith(INCOMPLETE[engine])
     if engine == "sqlite":
         assert output.text == "incomplete input"
-    else:
-        assert output.text.startswith("syntax error at end of input")
+    elif engine == "mysql":
+        assert output.text.endswith("near '' at line 1")
+    elif engine == "postgres":
         assert "LINE 1: SELECT * FROM users WHERE" in output.text and "^" in output.text
 
 

@@ -1,4 +1,4 @@
-"""Value search over a small demo database on SQLite and PostgreSQL: match kinds, filters, counts, refresh."""
+"""Value search over a small demo database on every engine: match kinds, filters, counts, refresh."""
 
 from __future__ import annotations
 
@@ -14,10 +14,14 @@ import psycopg
 import pytest
 
 from dbtools.demo import build_demo
+from dbtools.demo.duckdb_file import load_duckdb
+from dbtools.demo.mysql import load_mysql
 from dbtools.demo.postgres import load_postgres
 from dbtools.engines import open_database
 from dbtools.errors import UnknownObjectError
 from dbtools.value_search import ValueIndex, default_index_path
+from tests.dbtools.conftest import ENGINES
+from tests.dbtools.fixture_schema import mysql_connection
 
 
 @pytest.fixture(scope="session")
@@ -37,10 +41,30 @@ def pg_demo_dsn(pg_server_dsn, small_demo) -> str:
         conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(scope="session", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(scope="session")
+def mysql_demo_dsn(mariadb_server_dsn, small_demo) -> str:
+    name = f"value_search_{uuid.uuid4().hex[:10]}"
+    with mysql_connection(f"{mariadb_server_dsn}/mysql") as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{name}`")
+    dsn = f"{mariadb_server_dsn}/{name}"
+    load_mysql(dsn, small_demo, progress=False)
+    yield dsn
+    with mysql_connection(f"{mariadb_server_dsn}/mysql") as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE `{name}`")
+
+
+@pytest.fixture(scope="session")
+def duckdb_demo_dsn(small_demo, tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("value-search-duckdb") / "demo.duckdb"
+    load_duckdb(path, small_demo, progress=False)
+    return str(path)
+
+
+@pytest.fixture(scope="session", params=ENGINES)
 def index(request, small_demo, tmp_path_factory) -> ValueIndex:
     """A built value index of the small demo database, on each engine."""
-    dsn = str(small_demo) if request.param == "sqlite" else request.getfixturevalue("pg_demo_dsn")
+    demo = {"sqlite": "small_demo", "postgres": "pg_demo_dsn", "mysql": "mysql_demo_dsn"}
+    dsn = str(request.getfixturevalue(demo.get(request.param, f"{request.param}_demo_dsn")))
     db = open_database(dsn)
     value_index = ValueIndex(
         db, index_path=tmp_path_factory.mktemp("index") / "values.sqlite", progress=False

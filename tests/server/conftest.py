@@ -1,7 +1,8 @@
-"""Fixtures of the server tests: a small shop database on SQLite and on PostgreSQL, and subprocess helpers."""
+"""Fixtures of the server tests: a small shop database on every engine, and subprocess helpers."""
 
 from __future__ import annotations
 
+import csv
 import os
 import socket
 import sqlite3
@@ -12,9 +13,13 @@ import time
 import uuid
 from pathlib import Path
 
+import duckdb
 import psycopg
 import pytest
 from mcp import Client, StdioServerParameters
+
+from tests.dbtools.conftest import ENGINES
+from tests.dbtools.fixture_schema import mysql_connection
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # A value that tries to break out of the untrusted-data fence and instruct the host.
@@ -70,7 +75,45 @@ def postgres_dsn(pg_server_dsn) -> str:
     return dsn
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(scope="session")
+def mysql_dsn(mariadb_server_dsn) -> str:
+    """A fresh database named for this session in the throwaway MariaDB server, with the shop schema and a comment."""
+    name = f"sqlscout_server_{uuid.uuid4().hex[:10]}"
+    with mysql_connection(f"{mariadb_server_dsn}/mysql") as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{name}`")
+    dsn = f"{mariadb_server_dsn}/{name}"
+    with mysql_connection(dsn) as conn, conn.cursor() as cursor:
+        fill_shop(cursor.execute, "%s")
+        cursor.execute("ALTER TABLE customers COMMENT 'people who bought something'")
+    return dsn
+
+
+@pytest.fixture(scope="session")
+def duckdb_dsn(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("shop-duckdb") / "shop.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        fill_shop(conn.execute, "?")
+        conn.execute("COMMENT ON TABLE customers IS 'people who bought something'")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def csv_dsn(tmp_path_factory) -> str:
+    """The shop's tables as a folder of CSV files, one per table, with a header line."""
+    folder = tmp_path_factory.mktemp("shop-csv")
+    for table, columns, rows in (
+        ("customers", "id,name,city", CUSTOMERS),
+        ("products", "id,title,price", PRODUCTS),
+        ("orders", "id,customer_id,product_id,quantity,status", ORDERS),
+    ):
+        with open(folder / f"{table}.csv", "w", newline="") as out:
+            writer = csv.writer(out)
+            writer.writerow(columns.split(","))
+            writer.writerows(rows)
+    return str(folder)
+
+
+@pytest.fixture(params=ENGINES)
 def shop_dsn(request) -> str:
     """The shop database on each engine."""
     return request.getfixturevalue(f"{request.param}_dsn")

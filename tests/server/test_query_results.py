@@ -1,5 +1,5 @@
 """run_query and explain_query as an assistant meets them: results sized for a context window, typed columns,
-errors that name the closest tables and columns, plans without running anything; on SQLite and PostgreSQL."""
+errors that name the closest tables and columns, plans without running anything; on every engine."""
 
 from __future__ import annotations
 
@@ -13,13 +13,33 @@ pytestmark = pytest.mark.anyio
 
 PADDING = "y" * 200
 NUMBERS = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 500) SELECT x FROM n"
+# Each engine's names for the types of id, name, price and a NULL (None: the engine gives none; SQLite's and
+# MySQL's text then says its type by its first value).
+COLUMN_TYPES = {
+    "sqlite": ["integer", "text", "real", None],
+    "postgres": ["integer", "text", "numeric(8,2)", "text"],
+    "mysql": ["int", "text", "decimal", None],
+    "duckdb": ["INTEGER", "VARCHAR", "DECIMAL(8,2)", "INTEGER"],
+}
+# What each engine's plan shows for a lookup by primary key.
+KEY_LOOKUP = {
+    "sqlite": "SEARCH orders USING INTEGER PRIMARY KEY",
+    "postgres": "Index Scan",
+    "mysql": "orders | const | PRIMARY | PRIMARY",
+    "duckdb": "Filters: id=3",
+}
 
 
-async def test_without_max_rows_a_result_stops_near_2000_tokens_and_says_what_was_left_out(shop_server):
+async def test_without_max_rows_a_result_stops_near_2000_tokens_and_says_what_was_left_out(
+    shop_server, shop_db
+):
+    padded = (
+        f"concat(x, '{PADDING}')" if shop_db.dialect == "mysql" else f"x || '{PADDING}'"
+    )  # MySQL: || is OR
     async with Client(shop_server) as client:
         default = await client.call_tool("run_query", {"sql": NUMBERS})
         wide = await client.call_tool(
-            "run_query", {"sql": f"SELECT x, x || '{PADDING}' AS padded FROM ({NUMBERS}) AS t"}
+            "run_query", {"sql": f"SELECT x, {padded} AS padded FROM ({NUMBERS}) AS t"}
         )
         asked = await client.call_tool("run_query", {"sql": NUMBERS, "max_rows": 80})
         small = await client.call_tool("run_query", {"sql": "SELECT id FROM orders"})
@@ -49,15 +69,15 @@ async def test_every_result_carries_its_column_types(shop_server, shop_db):
         empty = await client.call_tool("run_query", {"sql": "SELECT id, name FROM customers WHERE id < 0"})
     result = typed.structured_content
     assert result["columns"] == ["id", "name", "price", "missing"]
-    if shop_db.dialect == "postgres":
-        assert result["column_types"] == ["integer", "text", "numeric(8,2)", "text"]
-        assert empty.structured_content["column_types"] == ["integer", "text"]
-    else:
-        # SQLite types values, not result columns: the first non-NULL value says.
-        assert result["column_types"] == ["integer", "text", "real", None]
+    expected = COLUMN_TYPES[shop_db.dialect]
+    assert result["column_types"] == expected
+    if shop_db.dialect == "sqlite":
+        # SQLite types values, not result columns: without a value there is no type.
         assert empty.structured_content["column_types"] == [None, None]
+    elif shop_db.dialect != "mysql":  # MySQL's text columns without a value have no type either
+        assert empty.structured_content["column_types"] == expected[:2]
     header = fenced_body(typed.content[0].text).splitlines()[0]
-    assert header.startswith("id (integer) | name (text) | price (")
+    assert header.startswith(f"id ({expected[0]}) | name ({expected[1]}) | price (")
 
 
 @pytest.mark.parametrize(
@@ -86,8 +106,7 @@ async def test_explain_query_shows_the_plan_without_running_the_query(shop_serve
         never_run = await client.call_tool("explain_query", {"sql": slow})
     body = fenced_body(plan.content[0].text)
     assert plan.structured_content["plan"] == body
-    expected = "Index Scan" if shop_db.dialect == "postgres" else "SEARCH orders USING INTEGER PRIMARY KEY"
-    assert expected in body
+    assert KEY_LOOKUP[shop_db.dialect] in body
     # 12^7 rows would take far longer than the 5 s timeout to count: only the plan is made.
     assert not never_run.is_error and never_run.structured_content["plan"].count("\n") >= 6
 

@@ -11,23 +11,36 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_every_database_tool_over_stdio(shop_dsn, cache_dir):
-    async with stdio_client(
-        "--dsn", shop_dsn, "--max-rows", "5", SQLSCOUT_CACHE_DIR=str(cache_dir)
-    ) as client:
+    await _every_database_tool(shop_dsn, cache_dir)
+
+
+async def test_every_database_tool_over_stdio_on_a_folder_of_csv_files(csv_dsn, cache_dir):
+    """--dsn naming a folder: DuckDB serves each CSV file in it as a table named after the file."""
+    await _every_database_tool(csv_dsn, cache_dir)
+
+
+async def _every_database_tool(dsn: str, cache_dir) -> None:
+    async with stdio_client("--dsn", dsn, "--max-rows", "5", SQLSCOUT_CACHE_DIR=str(cache_dir)) as client:
         tables = await client.call_tool("list_tables", {"pattern": "order*"})
         described = await client.call_tool("describe_table", {"table": "orders"})
         schema = await client.call_tool("search_schema", {"keywords": "customer city"})
         values = await client.call_tool("search_values", {"text": "new york"})
         sample = await client.call_tool("sample_rows", {"table": "products", "limit": 2})
         query = await client.call_tool("run_query", {"sql": "SELECT id FROM orders ORDER BY id"})
+        plan = await client.call_tool(
+            "explain_query", {"sql": "SELECT count(*) FROM orders WHERE quantity > 3"}
+        )
         ask = await client.call_tool("ask_database", {"question": "How many orders?"})
     assert [t["name"] for t in tables.structured_content["tables"]] == ["orders"]
     assert described.structured_content["referenced_by"] == []
+    assert "CREATE TABLE" in described.structured_content["create_sql"].upper()
     assert schema.structured_content["matches"][0]["table"] == "customers"
     assert values.structured_content["matches"][0]["values"] == ["New York"]
     assert len(sample.structured_content["rows"]) == 2
     # --max-rows caps every result.
     assert query.structured_content["row_count"] == 5 < len(ORDERS) and query.structured_content["truncated"]
+    assert not plan.is_error
+    assert any(source in plan.structured_content["plan"].lower() for source in ("orders", "read_csv"))
     assert ask.is_error and "--model DIR" in ask.content[0].text
 
 

@@ -1,0 +1,298 @@
+"""MySQL and MariaDB connections (PyMySQL) lent one call at a time, each call's session state wiped afterwards."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import pymysql
+import pymysql.connections
+from pymysql.constants import FIELD_TYPE
+
+from dbtools.errors import ConnectionFailedError, DatabaseBusyError
+
+logger = logging.getLogger(__name__)
+
+# Idle connections older than this are closed instead of reused: servers (wait_timeout), proxies and firewalls
+# drop idle connections.
+MAX_IDLE_S = 300.0
+# Client errors of a connection that is gone: server gone away, lost during a query, lost (no reply).
+LOST_CONNECTION_CODES = frozenset({2006, 2013, 2055})
+_COM_RESET_CONNECTION = 0x1F  # MySQL 5.7.3+, MariaDB 10.2.4+; PyMySQL has no constant for it
+_SSL_MODES = ("disabled", "preferred", "required", "verify_ca", "verify_identity")
+# SET and TIME values as the server writes them ("a,b", "25:00:00"), not as Python sets and timedeltas.
+_CONVERSIONS = {**pymysql.converters.conversions, FIELD_TYPE.SET: str, FIELD_TYPE.TIME: str}
+
+
+@functools.cache
+def _opportunistic_tls() -> ssl.SSLContext:
+    """The context of PyMySQL's default "preferred" TLS, which verifies nothing."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+class MySQLConnection(pymysql.connections.Connection):
+    """PyMySQL's connection with a session reset, a way to cut it off from another thread, and a flag saying it
+    must not be reused."""
+
+    spoiled = False  # set when the connection's state is unknown: it is closed instead of reused
+
+    def _create_ssl_ctx(self, sslp: Any) -> ssl.SSLContext:
+        # PyMySQL builds a context per connection and loads the system's CA certificates into it (100 ms) even
+        # for its default mode, which verifies nothing; that one context is built once instead.
+        return super()._create_ssl_ctx(sslp) if sslp else _opportunistic_tls()
+
+    def reset_session(self) -> None:
+        """COM_RESET_CONNECTION: user variables, temporary tables, locks (GET_LOCK), prepared statements and
+        session variables go back to a fresh session's, without reconnecting."""
+        self._execute_command(_COM_RESET_CONNECTION, b"")
+        self._read_ok_packet()
+
+    def drop_unread_result(self) -> None:
+        """Give up a result left unread: the connection is closed rather than reused, and neither it nor the result
+        reads the rest first (PyMySQL would read every remaining row)."""
+        self.spoiled = True
+        if self._result is not None:
+            self._result.unbuffered_active = False
+        self._result = None
+
+    def cut_off(self) -> None:
+        """End a call blocked on this connection from another thread: shutting the socket down wakes it."""
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def connect_args(url: str, connect_timeout_s: int) -> dict[str, Any]:
+    """PyMySQL's arguments for mysql://user:password@host:port/database?ssl-mode=...&ssl-ca=...&unix_socket=..."""
+    parts = urlsplit(url)
+    database = unquote(parts.path.lstrip("/"))
+    if not database or "/" in database:
+        raise ConnectionFailedError(f"name one database in the DSN: {parts.scheme}://user@host:3306/database")
+    args: dict[str, Any] = {
+        "host": parts.hostname or "localhost",
+        "port": parts.port or 3306,
+        "user": unquote(parts.username or ""),
+        "password": unquote(parts.password or ""),
+        "database": database,
+        "charset": "utf8mb4",
+        "connect_timeout": connect_timeout_s,
+        "autocommit": True,  # transactions are opened explicitly, READ ONLY
+        "conv": _CONVERSIONS,
+        "program_name": "sqlscout",
+    }
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        key = key.lower().replace("-", "_")
+        if key == "ssl_mode":
+            args.update(_ssl_args(value.lower(), args))
+        elif key == "ssl_ca":
+            args["ssl_ca"] = value
+        elif key in ("unix_socket", "socket"):
+            args["unix_socket"] = value
+        else:
+            raise ConnectionFailedError(
+                f"unknown DSN option {key!r}: the options are ssl-mode, ssl-ca, unix_socket"
+            )
+    return args
+
+
+def _ssl_args(mode: str, args: dict[str, Any]) -> dict[str, Any]:
+    if mode not in _SSL_MODES:
+        raise ConnectionFailedError(f"unknown ssl-mode {mode!r}: use one of {', '.join(_SSL_MODES)}")
+    if mode == "disabled":
+        return {"ssl_disabled": True}
+    if mode == "preferred":
+        return {}
+    return {
+        "ssl": {
+            "ca": args.get("ssl_ca"),
+            "verify_mode": mode != "required",
+            "check_hostname": mode == "verify_identity",
+        }
+    }
+
+
+class MySQLPool:
+    """At most `size` connections, each lent to one call at a time; idle ones are reused newest first."""
+
+    def __init__(self, args: dict[str, Any], *, size: int, server: str, first: MySQLConnection) -> None:
+        if size < 1:
+            raise ValueError("a pool needs at least one connection")
+        self.size = size
+        self.server = server  # "MariaDB at host:port", for messages
+        self._args = args
+        self._slots = threading.BoundedSemaphore(size)
+        self._lock = threading.Lock()
+        self._idle: list[tuple[MySQLConnection, float]] = [(first, time.monotonic())]
+        self._closed = False
+
+    @contextmanager
+    def connection(
+        self, wait_s: float, start: Callable[[MySQLConnection], None]
+    ) -> Iterator[MySQLConnection]:
+        """A connection on which `start` has run, for one call; its transaction rolled back and its session reset
+        afterwards, or closed when it is spoiled.
+
+        Waits up to `wait_s` for one of the `size` connections to be free (DatabaseBusyError after that). A reused
+        connection that the server has closed is replaced by a new one, once.
+        """
+        if self._closed:
+            raise ConnectionFailedError(f"the connection pool for {self.server} is closed")
+        if not self._slots.acquire(timeout=max(wait_s, 0.0)):
+            raise DatabaseBusyError(
+                f"all {self.size} connections to {self.server} are busy with running queries; "
+                "retry shortly or raise --pool-size"
+            )
+        try:
+            conn = self._started(start)
+            try:
+                yield conn
+            finally:
+                self._put_back(conn)
+        finally:
+            self._slots.release()
+
+    def _started(self, start: Callable[[MySQLConnection], None]) -> MySQLConnection:
+        reused = self._take_idle()
+        if reused is not None:
+            try:
+                start(reused)
+                return reused
+            except pymysql.OperationalError as exc:
+                _close(reused)
+                if exc.args[0] not in LOST_CONNECTION_CODES:
+                    raise
+            except BaseException:
+                _close(reused)
+                raise
+            logger.info("the server closed an idle connection to %s; reconnecting", self.server)
+            self._drop_idle()
+        conn = self.connect()
+        try:
+            start(conn)
+        except BaseException:
+            _close(conn)
+            raise
+        return conn
+
+    def connect(self) -> MySQLConnection:
+        """A new connection; ConnectionFailedError with the server's reason when it cannot be made."""
+        try:
+            return MySQLConnection(**self._args)
+        except pymysql.Error as exc:
+            raise ConnectionFailedError(f"cannot reach {self.server} ({error_text(exc)})") from None
+
+    def kill_query(self, conn: MySQLConnection) -> None:
+        """Cancel the statement running on `conn` (KILL QUERY from a connection of its own); when the server
+        cannot be reached for that, cut `conn` off instead."""
+        try:
+            killer = self.connect()
+        except ConnectionFailedError:
+            conn.cut_off()
+            return
+        try:
+            with killer.cursor() as cursor:
+                cursor.execute(f"KILL QUERY {int(conn.thread_id())}")
+        except pymysql.Error as exc:
+            logger.warning(
+                "could not cancel a statement on %s (%s); closing its connection", self.server, exc
+            )
+            conn.cut_off()
+        finally:
+            _close(killer)
+
+    def _take_idle(self) -> MySQLConnection | None:
+        with self._lock:
+            if not self._idle:
+                return None
+            conn, since = self._idle.pop()
+        if time.monotonic() - since > MAX_IDLE_S:
+            _close(conn)
+            self._drop_idle()  # the others came back even earlier
+            return None
+        return conn
+
+    def _put_back(self, conn: MySQLConnection) -> None:
+        """Keep `conn` for the next call if its transaction and session can be wiped; else close it."""
+        if self._closed or conn.spoiled or not conn.open:
+            _close(conn)
+            return
+        try:
+            conn.rollback()
+            conn.reset_session()
+        except (pymysql.Error, OSError):
+            _close(conn)
+            return
+        with self._lock:
+            self._idle.append((conn, time.monotonic()))
+
+    def _drop_idle(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn, _ in idle:
+            _close(conn)
+
+    def close(self) -> None:
+        """Close the idle connections now and the lent ones when they come back."""
+        self._closed = True
+        self._drop_idle()
+
+
+def _close(conn: MySQLConnection) -> None:
+    try:
+        conn.close()  # releases the socket even when the goodbye cannot be sent
+    except pymysql.Error:
+        pass  # closed already
+
+
+def error_text(exc: pymysql.Error) -> str:
+    """The server's or the client's message of a PyMySQL error, without its error code."""
+    if len(exc.args) >= 2 and isinstance(exc.args[1], str):
+        return exc.args[1]
+    return str(exc) or type(exc).__name__
+
+
+class KillTimer:
+    """Cancels the statement running on `conn` with KILL QUERY if it is still running `after_s` seconds from now.
+
+    Once fired, the connection is spoiled: a KILL that lands between two statements could cancel the next one.
+    """
+
+    def __init__(self, pool: MySQLPool, conn: MySQLConnection, after_s: float) -> None:
+        self.started = time.perf_counter()
+        self.fired = False
+        self._pool = pool
+        self._conn = conn
+        self._lock = threading.Lock()
+        self._done = False
+        self._timer = threading.Timer(after_s, self._kill)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _kill(self) -> None:
+        with self._lock:  # held while the KILL runs, so that stop() returns only once it is over
+            if self._done:
+                return
+            self.fired = True
+            self._conn.spoiled = True
+            self._pool.kill_query(self._conn)
+
+    def stop(self) -> float:
+        """Stop watching; the seconds since the statement started."""
+        with self._lock:
+            self._done = True
+        self._timer.cancel()
+        return time.perf_counter() - self.started
