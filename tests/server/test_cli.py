@@ -30,7 +30,7 @@ def test_config_uses_flags_and_environment(sqlite_dsn):
     assert vscode["servers"]["sqlscout"] == {"type": "http", "url": "http://127.0.0.1:9100/mcp"}
 
 
-def test_config_refuses_a_sqlite_file_that_is_not_there(tmp_path):
+def test_config_refuses_a_database_file_that_is_not_there(tmp_path):
     done = run_cli("config", "vscode", "--dsn", "missing.sqlite")
     assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
     assert (
@@ -39,6 +39,8 @@ def test_config_refuses_a_sqlite_file_that_is_not_there(tmp_path):
     )
     folder = run_cli("config", "claude-code", "--dsn", str(tmp_path))
     assert folder.returncode == 2 and f"{tmp_path} is a folder, not a SQLite database" in folder.stderr
+    duckdb_file = run_cli("config", "vscode", "--dsn", str(tmp_path / "missing.duckdb"))
+    assert duckdb_file.returncode == 2 and "no DuckDB database at" in duckdb_file.stderr
     # A server DSN is written as given: the host may reach servers that this machine cannot.
     server = run_cli("config", "vscode", "--dsn", "postgresql://nobody@127.0.0.1:1/none")
     assert server.returncode == 0, server.stderr

@@ -65,7 +65,10 @@ def test_claude_code_stdio_command(tmp_path):
 def test_absolute_dsn_leaves_server_dsns_alone(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert absolute_dsn("sqlite:///data/x.db") == "sqlite:///" + str(Path(tmp_path, "data/x.db"))
+    assert absolute_dsn("duckdb:///data/x.duckdb") == "duckdb:///" + str(Path(tmp_path, "data/x.duckdb"))
+    assert absolute_dsn("exports") == str(Path(tmp_path, "exports"))
     assert absolute_dsn("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert absolute_dsn("mysql://u:p@h/db") == "mysql://u:p@h/db"
     assert absolute_dsn("host=h dbname=d") == "host=h dbname=d"
 
 
