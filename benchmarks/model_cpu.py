@@ -1,17 +1,28 @@
-"""CPU benchmark: our engine against transformers `generate` on one random mid-size Qwen3.5 model.
+"""CPU benchmark: our engine against transformers on random Qwen3.5 models.
 
 `python -m benchmarks.model_cpu [--prompt-tokens N] [--new-tokens N] [--repeats N] [--threads N ...]
-[--no-record]` prints prefill time and decode tokens/s of both and their ratio for each thread count, next to
-the weight-streaming floor of a decode token on this machine (a bare pass of matrix-vector products over every
-weight matrix the token reads), then records them in benchmarks/RESULTS.md under "Model engine (CPU)".
+[--no-record]` prints prefill time and decode tokens/s of both and their ratio for each thread count on a
+mid-size model, next to the weight-streaming floor of a decode token on this machine (a bare pass of
+matrix-vector products over every weight matrix the token reads), then records them in benchmarks/RESULTS.md
+under "Model engine (CPU)".
+
+`--real-size [--variants ...] [--decode-tokens N]` measures the real Qwen3.5-2B text shapes instead (a random
+bf16 checkpoint written once into the cache directory): per thread count and variant (sqlscout in its default
+dtype, fp32, bf16, int8 and int8 compiled; transformers bf16), each in a process of its own, load time, peak
+memory, a 700-token prefill, a 300-token append at 2k context, decode tokens/s and the weight-streaming floor,
+with the time of an agent episode they imply; recorded under "Model engine at the real Qwen3.5-2B size (CPU)"
+with a plot.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -20,6 +31,7 @@ import configargparse
 import torch
 
 from benchmarks.model_results import record_section
+from benchmarks.weight_stream import weight_stream
 from model.engine import Engine
 from model.sampling_params import SamplingParams
 
@@ -41,6 +53,17 @@ MID_SIZE_CONFIG = dict(
     rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25},
 )
 SECTION = "Model engine (CPU)"
+REAL_SIZE_SECTION = "Model engine at the real Qwen3.5-2B size (CPU)"
+REAL_SIZE_VARIANTS = (
+    "sqlscout-default",
+    "sqlscout-bf16",
+    "sqlscout-int8",
+    "sqlscout-int8-compiled",
+    "transformers-bf16",
+)
+PEER = "transformers-bf16"
+# An agent episode: a 700-token prompt, then 6 rounds of a 300-token tool result and 250 generated tokens.
+EPISODE_ROUNDS, EPISODE_GENERATED = 6, 250
 
 
 def _write_checkpoint(directory: Path):
@@ -60,25 +83,6 @@ def _elapsed(function) -> float:
     started = time.perf_counter()
     function()
     return time.perf_counter() - started
-
-
-def _weight_stream(weights: dict[str, torch.Tensor]):
-    """Bytes of the weight matrices one decode token reads, and a bare pass of matvecs over them.
-
-    Every projection and the LM head is read whole per token (the tied embedding once, as the head); any fp32
-    engine pays at least the pass's time per token, whatever it does around the matmuls.
-    """
-    matrices = {
-        w.data_ptr(): w for name, w in weights.items() if name.endswith(("proj.weight", "lm_head.weight"))
-    }
-    inputs = {w.shape[1]: torch.randn(1, w.shape[1], dtype=w.dtype) for w in matrices.values()}
-
-    @torch.inference_mode()
-    def stream() -> None:
-        for w in matrices.values():
-            torch.nn.functional.linear(inputs[w.shape[1]], w)
-
-    return sum(w.numel() * w.element_size() for w in matrices.values()), stream
 
 
 def run(prompt_tokens: int = 256, new_tokens: int = 64, repeats: int = 5, threads: int = 1) -> dict:
@@ -108,7 +112,10 @@ def run(prompt_tokens: int = 256, new_tokens: int = 64, repeats: int = 5, thread
 
     ours_run(4)
     theirs_generate(4)
-    weight_bytes, stream = _weight_stream(engine.model.weights)
+    weight_bytes, stream = weight_stream(
+        [w for name, w in engine.model.weights.items() if name.endswith(("proj.weight", "lm_head.weight"))],
+        engine.dtype,
+    )
     stream()
     ours_runs, theirs_prefills, theirs_totals, floors = [], [], [], []
     # The engines (and the floor) take turns, so a change in the shared machine's load falls on all alike.
@@ -199,6 +206,85 @@ def report(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def run_real_size(threads: list[int], variants: list[str], decode_tokens: int) -> list[dict]:
+    """Each variant at each thread count in a process of its own (load time and peak memory are its own);
+    the variants take turns within a thread count so that a change in the machine's load falls on all."""
+    from benchmarks.real_size_checkpoint import real_size_checkpoint
+    from dbtools.cache import cache_dir
+
+    model_dir = real_size_checkpoint()
+    results = []
+    for count in threads:
+        for variant in variants:
+            command = [
+                sys.executable, "-m", "benchmarks.real_size_cpu", variant, "--model", str(model_dir),
+                "--threads", str(count), "--decode-tokens", str(decode_tokens),
+                "--cache-dir", str(cache_dir() / "engine"),
+            ]  # fmt: skip
+            print(f"measuring {variant} with {count} thread(s)", file=sys.stderr, flush=True)
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"{variant} with {count} threads failed:\n{done.stderr[-3000:]}")
+            results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return results
+
+
+def episode_s(result: dict) -> float:
+    """An episode's model time: the prompt's prefill, each round's append and its generated tokens."""
+    per_round = result["append_s"] + EPISODE_GENERATED / result["decode_tokens_per_s"]
+    return result["prefill_s"] + EPISODE_ROUNDS * per_round
+
+
+def report_real_size(results: list[dict], plot: Path | None) -> str:
+    """The RESULTS.md section: one table row per variant and thread count, ratios against transformers bf16."""
+    from model.engine import default_dtype
+
+    default = str(default_dtype(torch.device("cpu"))).removeprefix("torch.")
+    first = results[0]
+    lines = [
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared with other work), native bf16: "
+        f"{'yes' if default == 'bfloat16' else 'no'} (so the default CPU dtype here is {default}), torch "
+        f"{torch.__version__}; date {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}.",
+        "Random checkpoint with the real Qwen3.5-2B text shapes (1.88 B parameters, bf16 safetensors); each "
+        "variant in a process of its own, the variants taking turns per thread count. Prefill: a 700-token "
+        f"prompt; append: 300 tokens at 2,000 tokens of context; decode: {first['decode_tokens']} greedy tokens "
+        "after it. Floor: a bare pass of matrix-vector products over the weight matrices a token reads, in the "
+        "variant's own storage. Episode: prefill + 6 x (append + 250 decoded tokens). `first decode call` is "
+        "the first one-token step, which includes the compile where the step is compiled.",
+        "",
+        "| threads | variant | dtype | load s | peak RSS GB | prefill 700 s | append 300 s | first decode call s | "
+        "decode tokens/s | floor tokens/s | of floor | decode vs transformers bf16 | episode min |",
+        "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for r in results:
+        peer = next(p for p in results if p["variant"] == PEER and p["threads"] == r["threads"])
+        floor = 1 / r["floor_s"]
+        lines.append(
+            f"| {r['threads']} | {r['variant']} | {r['dtype']}{' + int8' if r['int8'] else ''} | {r['load_s']:.1f} | "
+            f"{r['peak_rss_gb']:.2f} | {r['prefill_s']:.1f} | {r['append_s']:.1f} | {r['first_decode_call_s']:.1f} | "
+            f"{r['decode_tokens_per_s']:.2f} | {floor:.2f} | {r['decode_tokens_per_s'] / floor:.0%} | "
+            f"{r['decode_tokens_per_s'] / peer['decode_tokens_per_s']:.2f}x | {episode_s(r) / 60:.1f} |"
+        )
+    if plot is not None:
+        lines += ["", f"![Decode tokens/s at the real size]({plot.relative_to(plot.parent.parent)})"]
+    return "\n".join(lines)
+
+
+def plot_real_size(results: list[dict]) -> Path:
+    from benchmarks.plots import RESULTS_DIR, grouped_bars
+
+    threads = sorted({r["threads"] for r in results})
+    variants = list(dict.fromkeys(r["variant"] for r in results))
+    rate = {(r["variant"], r["threads"]): r["decode_tokens_per_s"] for r in results}
+    return grouped_bars(
+        RESULTS_DIR / "model_cpu_real_size.png",
+        title="Qwen3.5-2B shapes on the CPU: decode at 2k context",
+        groups=[f"{n} thread{'s' if n > 1 else ''}" for n in threads],
+        series={v: [rate.get((v, n), 0.0) for n in threads] for v in variants},
+        ylabel="tokens/s",
+    )
+
+
 def build_parser() -> configargparse.ArgumentParser:
     parser = configargparse.ArgumentParser(prog="python -m benchmarks.model_cpu", description=__doc__)
     parser.add_argument(
@@ -220,6 +306,27 @@ def build_parser() -> configargparse.ArgumentParser:
         "them as [1, 2])",
     )
     parser.add_argument(
+        "--real-size",
+        action="store_true",
+        env_var="SQLSCOUT_BENCH_REAL_SIZE",
+        help="measure the real Qwen3.5-2B text shapes (random bf16 checkpoint kept in the cache directory)",
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=REAL_SIZE_VARIANTS + ("sqlscout-fp32",),
+        default=list(REAL_SIZE_VARIANTS),
+        env_var="SQLSCOUT_BENCH_VARIANTS",
+        help="with --real-size: the engines to measure (transformers-bf16 is the peer every ratio needs)",
+    )
+    parser.add_argument(
+        "--decode-tokens",
+        type=int,
+        default=16,
+        env_var="SQLSCOUT_BENCH_DECODE_TOKENS",
+        help="with --real-size: tokens decoded per variant",
+    )
+    parser.add_argument(
         "--no-record",
         action="store_true",
         env_var="SQLSCOUT_BENCH_NO_RECORD",
@@ -230,6 +337,15 @@ def build_parser() -> configargparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if args.real_size:
+        if PEER not in args.variants:
+            build_parser().error(f"--variants must include {PEER}, the peer every ratio is taken against")
+        results = run_real_size(args.threads, args.variants, args.decode_tokens)
+        text = report_real_size(results, None if args.no_record else plot_real_size(results))
+        if not args.no_record:
+            record_section(REAL_SIZE_SECTION, text)
+        print(text)
+        return
     text = report([run(args.prompt_tokens, args.new_tokens, args.repeats, n) for n in args.threads])
     if not args.no_record:
         record_section(SECTION, text)

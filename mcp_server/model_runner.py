@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 import anyio
 
+from dbtools.cache import cache_dir
 from dbtools.engines import Database
 from mcp_server.agent import Agent, AgentAnswer, AgentConfig, RoundEvent
 from mcp_server.agent.errors import PolicyConfigError
@@ -18,6 +19,8 @@ from mcp_server.settings import Settings
 from model.sampling_params import SamplingParams
 
 log = logging.getLogger(__name__)
+
+ENGINE_CACHE = "engine"  # under the cache directory: what a local model keeps between starts (int8 weights)
 
 
 class ModelLoadError(RuntimeError):
@@ -76,6 +79,10 @@ class ModelRunner:
                         endpoint_timeout_s=self.settings.endpoint_timeout,
                         endpoint_retries=self.settings.endpoint_retries,
                         device=self.settings.device,
+                        dtype=self.settings.dtype,
+                        quantize=self.settings.quantize,
+                        threads=self.settings.threads,
+                        cache_dir=cache_dir() / ENGINE_CACHE if self.settings.quantize else None,
                     )
                 except PolicyConfigError:
                     raise

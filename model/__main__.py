@@ -11,6 +11,8 @@ import time
 import configargparse
 import torch
 
+from model.int8_weights import QUANTIZE_CHOICES
+
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 DEVICES = ("cpu", "cuda")
 
@@ -48,7 +50,23 @@ def build_parser() -> configargparse.ArgumentParser:
         "--dtype",
         choices=tuple(DTYPES),
         env_var="SQLSCOUT_DTYPE",
-        help="default: bfloat16 on cuda, float32 on cpu",
+        help="default: bfloat16 on cuda and on a CPU with native bf16 (avx512_bf16, AMX, Arm BF16), else float32",
+    )
+    parser.add_argument(
+        "--quantize",
+        choices=QUANTIZE_CHOICES,
+        env_var="SQLSCOUT_QUANTIZE",
+        help="int8: projections and LM head as int8 weights with per-row scales (CPU only)",
+    )
+    parser.add_argument(
+        "--threads", type=int, env_var="SQLSCOUT_THREADS", help="CPU threads (default: one per physical core)"
+    )
+    parser.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        env_var="SQLSCOUT_COMPILE",
+        help="compile the CPU decode step with torch.compile (minutes, once per sampling mode and process)",
     )
     parser.add_argument(
         "--max-context",
@@ -80,7 +98,13 @@ def main(argv: list[str] | None = None) -> int:
         from model.engine import Engine  # reads SQLSCOUT_KERNELS, which may be invalid
 
         engine = Engine.load(
-            args.model, device=args.device, dtype=DTYPES.get(args.dtype), max_context=args.max_context
+            args.model,
+            device=args.device,
+            dtype=DTYPES.get(args.dtype),
+            max_context=args.max_context,
+            quantize=args.quantize,
+            threads=args.threads,
+            compile_decode=args.compile,
         )
         sampling = SamplingParams(
             temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed

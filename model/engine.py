@@ -15,6 +15,7 @@ from model.cache import ModelCache
 from model.config import Qwen35Config
 from model.cpu import native_bf16, physical_cores
 from model.cuda_graph import CudaGraphCapture, StepCapture
+from model.decode_step import DecodeBuffers, compiled_decode_step, decode_step, is_stop
 from model.int8_weights import QUANTIZE_CHOICES
 from model.loader import check_model_dir, load_weights
 from model.qwen35 import Qwen35Model
@@ -23,14 +24,13 @@ from model.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
+# Under an engine's cache directory: int8 weights, and torch.compile's compiled graphs.
+INT8_CACHE = "int8-weights"
+COMPILE_CACHE = "torch-compile"
+
 # Width of the stop-id buffer a decode step compares against (padded with -1): stop lists up to this long
 # share one step; a longer one gets the next power of two.
 STOP_SLOTS = 8
-
-
-def _is_stop(tokens: torch.Tensor, stop_ids: torch.Tensor) -> torch.Tensor:
-    """Whether each token is a stop id, by a broadcast compare that a CUDA graph can hold."""
-    return (tokens[:, None] == stop_ids[None, :]).any(-1)
 
 
 def _stop_width(count: int) -> int:
@@ -85,9 +85,11 @@ class Engine:
         prefill_chunk: int = 2048,
         cuda_graph: bool = True,
         capture: StepCapture | None = None,
+        compile_decode: bool = False,
     ) -> None:
         """cuda_graph: capture decode steps as CUDA graphs on a CUDA device; capture: a StepCapture to use
-        instead (on any device)."""
+        instead (on any device); compile_decode: run the decode steps that are not captured through
+        torch.compile (each sampling mode compiles once per process, on first use)."""
         self.model = model
         self.tokenizer = tokenizer
         self.config: Qwen35Config = model.config
@@ -98,6 +100,7 @@ class Engine:
         if capture is None and cuda_graph and self.device.type == "cuda":
             capture = CudaGraphCapture()
         self.capture = capture
+        self.compile_decode = compile_decode
         self._workspaces: dict[int, Decoder] = {}
         # On a GPU the host checks for finished rows only every few tokens so the device never waits.
         self.sync_every = 8 if self.device.type == "cuda" else 1
@@ -119,11 +122,15 @@ class Engine:
         cuda_graph: bool = True,
         quantize: str | None = None,
         threads: int | None = None,
+        compile_decode: bool = False,
+        cache_dir: str | Path | None = None,
     ) -> Engine:
         """Load config, tokenizer and weights of model_dir; cuda when available, else the CPU.
 
         dtype defaults to default_dtype(device); quantize "int8" stores the projections and the LM head as
-        int8 (CPU only); threads sets torch's CPU threads (default: one per physical core).
+        int8 (CPU only); threads sets torch's CPU threads (default: one per physical core); compile_decode
+        compiles the CPU decode step with torch.compile. cache_dir keeps int8 weights and compiled steps for
+        the next run.
         """
         path = check_model_dir(model_dir)
         device = torch.device(device) if device is not None else default_device()
@@ -136,11 +143,17 @@ class Engine:
                 f"{quantize} weights run on the CPU only: on a GPU the bf16 weights stream fast enough; "
                 "drop the quantization or use device cpu"
             )
+        if compile_decode and device.type != "cpu":
+            raise ValueError("compile_decode compiles the CPU decode step; on a GPU it is a CUDA graph")
         if device.type == "cpu":
             set_cpu_threads(threads)
         dtype = dtype or _chosen_dtype(device)
         config = Qwen35Config.from_model_dir(path)
-        weights = load_weights(path, config, device, dtype, quantize)
+        cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else None
+        if compile_decode and cache_dir is not None:
+            # Inductor keeps its compiled graphs there, so a later run skips most of the compile.
+            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir / COMPILE_CACHE))
+        weights = load_weights(path, config, device, dtype, quantize, cache_dir and cache_dir / INT8_CACHE)
         tokenizer = Tokenizer.from_model_dir(path)
         return cls(
             Qwen35Model(config, weights),
@@ -148,6 +161,7 @@ class Engine:
             max_context=max_context,
             prefill_chunk=prefill_chunk,
             cuda_graph=cuda_graph,
+            compile_decode=compile_decode,
         )
 
     def new_session(self, batch_size: int = 1, max_tokens: int | None = None) -> Session:
@@ -206,10 +220,18 @@ class Decoder:
     GDN states that the masked update leaves as they are (and that the copy-in overwrites before use).
     """
 
-    def __init__(self, model: Qwen35Model, cache: ModelCache, capture: StepCapture | None = None) -> None:
+    def __init__(
+        self,
+        model: Qwen35Model,
+        cache: ModelCache,
+        capture: StepCapture | None = None,
+        compiled: bool = False,
+    ) -> None:
+        """compiled: run the step through torch.compile (a decoder that does not capture)."""
         self.model = model
         self.cache = cache
         self.capture = capture
+        self.compiled = compiled and capture is None
         self.lock = threading.Lock()
         batch = cache.batch_size
         device = model.device
@@ -224,6 +246,17 @@ class Decoder:
         self.zero_index = torch.zeros(batch, dtype=torch.long, device=device)
         self.temperature = torch.ones(1, device=device)
         self.top_p = torch.ones(1, device=device)
+        self.buffers = DecodeBuffers(
+            self.tokens,
+            self.start,
+            self.active,
+            self.generated,
+            self.limit,
+            self.out,
+            self.zero_index,
+            self.temperature,
+            self.top_p,
+        )
         self._steps: dict[tuple, DecodeStep] = {}
 
     @property
@@ -245,24 +278,11 @@ class Decoder:
         captured = self.captured
 
         def run(kv_bound: int | None = None) -> None:
-            was_active = self.active
             # An eager step may look at the host: when every row runs, the sit-out masking is skipped.
-            everyone = not captured and bool(was_active.all())
+            masked = captured or self.compiled or not bool(self.active.all())
             cache = self.cache if kv_bound is None else self.cache.prefix(kv_bound)
-            logits = self.model.forward(
-                self.tokens[:, None],
-                self.start,
-                cache,
-                logits_at=self.zero_index,
-                active=None if everyone else was_active,
-            )
-            new = sample(logits, sampling, noise, temperature=self.temperature, top_p=self.top_p)
-            column = torch.where(was_active, self.generated, self.spare)
-            self.out.scatter_(1, column[:, None], new[:, None])
-            self.start.add_(was_active)
-            self.generated.add_(was_active)
-            self.tokens.copy_(torch.where(was_active, new, self.tokens))
-            self.active.copy_(was_active & ~_is_stop(new, stop) & (self.generated < self.limit))
+            step = compiled_decode_step() if self.compiled else decode_step
+            step(self.model, cache, self.buffers, stop, self.spare, sampling, noise, masked)
 
         if captured:
             # Every row sits out at the spare position while the step is warmed up and recorded.
@@ -441,7 +461,7 @@ class Session:
         decoder.tokens.copy_(first)
         decoder.out[:, 0] = first
         decoder.generated.copy_(selected.long())
-        decoder.active.copy_(selected & ~_is_stop(first, step.stop) & (decoder.generated < decoder.limit))
+        decoder.active.copy_(selected & ~is_stop(first, step.stop) & (decoder.generated < decoder.limit))
         for done in range(1, max(limit_per_row)):
             if noise is not None:
                 draw_noise(noise, generator)
@@ -470,7 +490,7 @@ class Session:
         if engine.capture is not None and self.max_tokens <= engine.max_context:
             return engine.workspace(self.batch_size)
         if self._eager is None:
-            self._eager = Decoder(self.model, self.cache)
+            self._eager = Decoder(self.model, self.cache, compiled=self.engine.compile_decode)
         return self._eager
 
     def _generator(self, sampling: SamplingParams) -> torch.Generator:

@@ -10,6 +10,7 @@ import torch
 from safetensors import safe_open
 from tqdm import tqdm
 
+from model import int8_cache
 from model.config import Qwen35Config
 from model.errors import DOWNLOAD_HINT, ModelDirectoryError
 from model.int8_weights import Int8Weight, quantize_int8
@@ -66,6 +67,7 @@ def load_weights(
     device: torch.device,
     dtype: torch.dtype,
     quantize: str | None = None,
+    int8_cache_dir: Path | None = None,
 ) -> dict[str, torch.Tensor | Int8Weight]:
     """Load the language-model weights into tensors on device, fusing projections as weight_layout says.
 
@@ -73,10 +75,42 @@ def load_weights(
     second full copy of the model is ever held. Vision and multi-token-prediction weights are skipped.
     quantize "int8" turns every projection and the LM head into an Int8Weight as soon as it is complete (so at
     most one of them is held in dtype at a time); norms, the embedding and the GDN constants stay as they are.
+    With int8_cache_dir the int8 weights are read from there when this checkpoint's are, and kept there when not.
     """
     prefix = "model.language_model." if config.vision_language else "model."
     files = checkpoint_files(model_dir)
     layout = weight_layout(config)
+    cache_path, cached = None, {}
+    if quantize and int8_cache_dir is not None:
+        cache_path = int8_cache.cache_file(int8_cache_dir, model_dir, set(files.values()))
+        cached = int8_cache.read(cache_path, device) or {}
+        if set(cached) != {name for name in [*layout, "lm_head.weight"] if is_quantized(name)}:
+            cached = {}
+    to_read = {name: part for name, part in layout.items() if name not in cached}
+    weights = _read_checkpoint(model_dir, files, to_read, prefix, device, dtype, quantize)
+    weights.update(cached)
+    if "lm_head.weight" not in weights:
+        head = weights["embed_tokens.weight"]
+        weights["lm_head.weight"] = quantize_int8(head) if quantize else head
+    if cache_path is not None and not cached:
+        int8_cache.write(cache_path, {name: w for name, w in weights.items() if isinstance(w, Int8Weight)})
+    if cached:
+        log.info("loaded the %s weights from %s, the rest from %s", quantize, cache_path, model_dir)
+    else:
+        log.info("loaded the weights from %s%s", model_dir, f", {quantize} projections" if quantize else "")
+    return weights
+
+
+def _read_checkpoint(
+    model_dir: Path,
+    files: dict[str, Path],
+    layout: dict[str, WeightLayout],
+    prefix: str,
+    device: torch.device,
+    dtype: torch.dtype,
+    quantize: str | None,
+) -> dict[str, torch.Tensor | Int8Weight]:
+    """The model tensors of layout read from the checkpoint's files (see load_weights)."""
     sources = {
         _checkpoint_name(source, prefix): source for part in layout.values() for source in part.sources
     }
@@ -116,15 +150,6 @@ def load_weights(
                     if quantize and pending[target] == 0 and is_quantized(target):
                         weights[target] = quantize_int8(weights[target])
                     progress.update(1)
-    if "lm_head.weight" not in weights:
-        head = weights["embed_tokens.weight"]
-        weights["lm_head.weight"] = quantize_int8(head) if quantize else head
-    log.info(
-        "loaded %d tensors from %s%s",
-        len(sources),
-        model_dir,
-        f", {quantize} projections" if quantize else "",
-    )
     return weights
 
 

@@ -99,6 +99,8 @@ class Qwen35Model:
         exponents = torch.arange(0, rotary_dim, 2, dtype=torch.float32, device=self.device) / rotary_dim
         self.inv_freq = 1.0 / (config.rope_theta**exponents)
         self.attention_scale = config.head_dim**-0.5
+        # Each layer's place among the cache states of its kind (KV caches or GDN states).
+        self._state_index = [config.layer_types[:i].count(kind) for i, kind in enumerate(config.layer_types)]
 
     def forward(
         self,
@@ -115,38 +117,56 @@ class Qwen35Model:
         for every position [B, T, V]. active [B] bool (decode only): rows marked False leave their
         recurrent state unchanged (their KV slot at start[b] is scratch, overwritten by the next append).
         """
-        w = self.weights
-        c = self.config
         positions = start[:, None] + torch.arange(tokens.shape[1], device=tokens.device)
-        x = F.embedding(tokens, w["embed_tokens.weight"])
+        x = F.embedding(tokens, self.weights["embed_tokens.weight"])
         residual = None
-        gdn_index = attention_index = 0
-        for i, layer_type in enumerate(c.layer_types):
-            p = f"layers.{i}."
-            if residual is None:
-                residual = x
-                normed = kernels.rms_norm(x, w[p + "input_layernorm.weight"], c.rms_norm_eps)
-            else:
-                normed, residual = kernels.rms_norm(
-                    x, w[p + "input_layernorm.weight"], c.rms_norm_eps, residual=residual
-                )
-            if layer_type == "full_attention":
-                x = self._attention(p + "self_attn.", normed, positions, start, cache.kv[attention_index])
-                attention_index += 1
-            else:
-                x = self._gated_delta_net(
-                    p + "linear_attn.", normed, cache.conv[gdn_index], cache.recurrent[gdn_index], active
-                )
-                gdn_index += 1
-            normed, residual = kernels.rms_norm(
-                x, w[p + "post_attention_layernorm.weight"], c.rms_norm_eps, residual=residual
-            )
-            x = self._mlp(p + "mlp.", normed)
+        for i in range(self.config.num_hidden_layers):
+            x, residual = self.layer(i, x, residual, positions, start, cache, active)
         if logits_at is not None:
             rows = torch.arange(x.shape[0], device=x.device)
             x, residual = x[rows, logits_at], residual[rows, logits_at]
-        normed, _ = kernels.rms_norm(x, w["norm.weight"], c.rms_norm_eps, residual=residual)
-        return linear(normed, w["lm_head.weight"]).float()
+        return self.logits(x, residual)
+
+    def logits(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """fp32 logits of the last layer's (MLP output, residual stream before it)."""
+        normed, _ = kernels.rms_norm(
+            x, self.weights["norm.weight"], self.config.rms_norm_eps, residual=residual
+        )
+        return linear(normed, self.weights["lm_head.weight"]).float()
+
+    def layer(
+        self,
+        i: int,
+        x: torch.Tensor,
+        residual: torch.Tensor | None,
+        positions: torch.Tensor,
+        start: torch.Tensor,
+        cache: ModelCache,
+        active: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Decoder layer i on its input x and the residual stream before it (None at layer 0, where x is it);
+        returns (MLP output, residual stream before it): the stream after the layer is their sum."""
+        w = self.weights
+        c = self.config
+        p = f"layers.{i}."
+        if residual is None:
+            residual = x
+            normed = kernels.rms_norm(x, w[p + "input_layernorm.weight"], c.rms_norm_eps)
+        else:
+            normed, residual = kernels.rms_norm(
+                x, w[p + "input_layernorm.weight"], c.rms_norm_eps, residual=residual
+            )
+        state = self._state_index[i]
+        if c.layer_types[i] == "full_attention":
+            x = self._attention(p + "self_attn.", normed, positions, start, cache.kv[state])
+        else:
+            x = self._gated_delta_net(
+                p + "linear_attn.", normed, cache.conv[state], cache.recurrent[state], active
+            )
+        normed, residual = kernels.rms_norm(
+            x, w[p + "post_attention_layernorm.weight"], c.rms_norm_eps, residual=residual
+        )
+        return self._mlp(p + "mlp.", normed), residual
 
     def _mlp(self, p: str, x: torch.Tensor) -> torch.Tensor:
         gate, up = linear(x, self.weights[p + "gate_up_proj.weight"]).chunk(2, dim=-1)

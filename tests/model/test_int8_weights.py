@@ -3,10 +3,13 @@ and load-time quantization of both checkpoint layouts."""
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 import torch
 
-from model.engine import Engine
+from model.engine import INT8_CACHE, Engine
 from model.int8_weights import KERNEL_MAX_ROWS, Int8Weight, linear, quantize_int8
 from model.loader import is_quantized
 
@@ -109,3 +112,51 @@ def test_quantization_runs_on_the_cpu_only(checkpoint_dirs):
 def test_an_unknown_quantization_is_refused(checkpoint_dirs):
     with pytest.raises(ValueError, match="unknown quantization 'int4'"):
         Engine.load(checkpoint_dirs["text_tied"], device="cpu", quantize="int4")
+
+
+def _load_int8(directory, cache_dir) -> Engine:
+    return Engine.load(
+        directory, device="cpu", dtype=torch.float32, quantize="int8", int8_cache_dir=cache_dir
+    )
+
+
+@pytest.mark.parametrize("variant", ["text_tied", "vl_untied_sharded"])
+def test_int8_weights_are_kept_and_read_back_instead_of_quantized_again(
+    checkpoint_dirs, tmp_path, monkeypatch, variant
+):
+    first = _load_int8(checkpoint_dirs[variant], tmp_path).model.weights
+    assert len(list((tmp_path / INT8_CACHE).glob("*.safetensors"))) == 1
+
+    def no_quantizing(weight):
+        raise AssertionError("quantized again despite the cache")
+
+    monkeypatch.setattr("model.loader.quantize_int8", no_quantizing)
+    second = _load_int8(checkpoint_dirs[variant], tmp_path).model.weights
+    assert second.keys() == first.keys()
+    for name, weight in second.items():
+        if isinstance(weight, Int8Weight):
+            assert torch.equal(weight.values, first[name].values) and torch.equal(
+                weight.scales, first[name].scales
+            )
+        else:
+            assert torch.equal(weight, first[name]), name
+
+
+def test_a_changed_checkpoint_gets_new_int8_weights(checkpoint_dirs, tmp_path):
+    directory = tmp_path / "model"
+    shutil.copytree(checkpoint_dirs["text_tied"], directory)
+    _load_int8(directory, tmp_path / "cache")
+    weights = directory / "model.safetensors"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1_000_000_000))
+    _load_int8(directory, tmp_path / "cache")
+    assert len(list((tmp_path / "cache" / INT8_CACHE).glob("*.safetensors"))) == 2
+
+
+def test_an_unreadable_cache_file_is_quantized_again_and_replaced(checkpoint_dirs, tmp_path, caplog):
+    dense = _load_int8(checkpoint_dirs["text_tied"], tmp_path).model.weights
+    (kept,) = (tmp_path / INT8_CACHE).glob("*.safetensors")
+    kept.write_bytes(b"not a safetensors file")
+    weights = _load_int8(checkpoint_dirs["text_tied"], tmp_path).model.weights
+    assert "ignoring the unreadable int8 weights cache" in caplog.text
+    assert torch.equal(weights["lm_head.weight"].values, dense["lm_head.weight"].values)
+    assert kept.stat().st_size > 1000

@@ -27,11 +27,15 @@ def build_policy(
     endpoint_timeout_s: float = ENDPOINT_TIMEOUT_S,
     endpoint_retries: int = ENDPOINT_RETRIES,
     device: str | None = None,
-    dtype=None,
+    dtype: str | None = None,
+    quantize: str | None = None,
+    threads: int | None = None,
+    cache_dir: Path | None = None,
 ) -> Policy:
     """The endpoint policy when an endpoint is given (a model directory then only lends its tokenizer and
     prompts; each request waits up to endpoint_timeout_s and a failed one is tried endpoint_retries more
-    times), else the local engine on the model directory."""
+    times), else the local engine on the model directory (device, dtype name, quantization, CPU threads and
+    the directory that keeps int8 weights between runs, as Engine.load takes them)."""
     if model_dir is not None and not Path(model_dir).is_dir():
         raise PolicyConfigError(f"model directory {str(model_dir)!r} does not exist; {MODEL_SETUP_HINT}")
     if endpoint:
@@ -53,5 +57,12 @@ def build_policy(
             raise PolicyConfigError(missing)
         from mcp_server.agent.policies.local import LocalPolicy
 
-        return LocalPolicy.load(model_dir, device=device, dtype=dtype)
+        return LocalPolicy.load(
+            model_dir,
+            device=device,
+            dtype=dtype,
+            quantize=quantize,
+            threads=threads,
+            cache_dir=cache_dir,
+        )
     raise PolicyConfigError(f"no text-to-SQL model is configured: {MODEL_SETUP_HINT}")

@@ -143,8 +143,26 @@ class LocalPolicy:
         )
 
     @classmethod
-    def load(cls, model_dir: str | Path, *, device: str | None = None, dtype=None) -> LocalPolicy:
-        return cls(Engine.load(model_dir, device=device, dtype=dtype), load_prompts(model_dir))
+    def load(
+        cls,
+        model_dir: str | Path,
+        *,
+        device: str | None = None,
+        dtype: str | None = None,
+        quantize: str | None = None,
+        threads: int | None = None,
+        cache_dir: Path | None = None,
+    ) -> LocalPolicy:
+        """The engine on model_dir; dtype is a torch dtype's name ("bfloat16", "float32"), None for the default."""
+        engine = Engine.load(
+            model_dir,
+            device=device,
+            dtype=getattr(torch, dtype) if dtype else None,
+            quantize=quantize,
+            threads=threads,
+            cache_dir=cache_dir,
+        )
+        return cls(engine, load_prompts(model_dir))
 
     def start(self, prompt: str, samples: int, max_tokens: int) -> LocalRun:
         return LocalRun(self, prompt, samples, max_tokens)
