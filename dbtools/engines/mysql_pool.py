@@ -94,35 +94,30 @@ def connect_args(url: str, connect_timeout_s: int) -> dict[str, Any]:
         "conv": _CONVERSIONS,
         "program_name": "sqlscout",
     }
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        key = key.lower().replace("-", "_")
-        if key == "ssl_mode":
-            args.update(_ssl_args(value.lower(), args))
-        elif key == "ssl_ca":
-            args["ssl_ca"] = value
-        elif key in ("unix_socket", "socket"):
-            args["unix_socket"] = value
-        else:
-            raise ConnectionFailedError(
-                f"unknown DSN option {key!r}: the options are ssl-mode, ssl-ca, unix_socket"
-            )
+    options = {
+        key.lower().replace("-", "_"): value for key, value in parse_qsl(parts.query, keep_blank_values=True)
+    }
+    unknown = set(options) - {"ssl_mode", "ssl_ca", "unix_socket", "socket"}
+    if unknown:
+        raise ConnectionFailedError(
+            f"unknown DSN option {sorted(unknown)[0]!r}: the options are ssl-mode, ssl-ca, unix_socket"
+        )
+    if "unix_socket" in options or "socket" in options:
+        args["unix_socket"] = options.get("unix_socket") or options["socket"]
+    args.update(_tls_args(options.get("ssl_mode", "preferred").lower(), options.get("ssl_ca")))
     return args
 
 
-def _ssl_args(mode: str, args: dict[str, Any]) -> dict[str, Any]:
+def _tls_args(mode: str, ca: str | None) -> dict[str, Any]:
+    """PyMySQL's TLS arguments for a MySQL ssl-mode and an optional CA file."""
     if mode not in _SSL_MODES:
         raise ConnectionFailedError(f"unknown ssl-mode {mode!r}: use one of {', '.join(_SSL_MODES)}")
     if mode == "disabled":
         return {"ssl_disabled": True}
-    if mode == "preferred":
-        return {}
-    return {
-        "ssl": {
-            "ca": args.get("ssl_ca"),
-            "verify_mode": mode != "required",
-            "check_hostname": mode == "verify_identity",
-        }
-    }
+    if mode == "preferred" and ca is None:
+        return {}  # TLS when the server offers it, unverified: PyMySQL's default
+    verify = mode in ("verify_ca", "verify_identity") or (mode == "preferred" and ca is not None)
+    return {"ssl": {"ca": ca, "verify_mode": verify, "check_hostname": mode == "verify_identity"}}
 
 
 class MySQLPool:

@@ -12,6 +12,7 @@ from dbtools.engines import ColumnInfo, ForeignKey, PostgresDatabase, SQLiteData
 from dbtools.engines.dsn import parse_dsn
 from dbtools.engines.duckdb_engine import DuckDBDatabase
 from dbtools.engines.mysql import MySQLDatabase
+from dbtools.engines.mysql_pool import connect_args
 from dbtools.errors import ConnectionFailedError, QueryError, UnknownObjectError
 from tests.dbtools.fixture_schema import COMMON_TABLES, build_sqlite
 
@@ -70,6 +71,24 @@ def test_parse_dsn_rejects_what_it_cannot_open(dsn):
 def test_mysql_dsns_that_cannot_work_are_named(dsn, message):
     with pytest.raises(ConnectionFailedError, match=message):
         open_database(dsn)
+
+
+def test_mysql_dsn_options_become_connection_arguments():
+    args = connect_args("mysql://ana:p%40ss@db.example:3307/sales?ssl-mode=VERIFY_IDENTITY&ssl-ca=/ca.pem", 4)
+    assert (args["host"], args["port"], args["user"], args["password"], args["database"]) == (
+        "db.example",
+        3307,
+        "ana",
+        "p@ss",
+        "sales",
+    )
+    assert args["ssl"] == {"ca": "/ca.pem", "verify_mode": True, "check_hostname": True}
+    assert args["connect_timeout"] == 4 and args["charset"] == "utf8mb4"
+    assert connect_args("mariadb://u@h/db?ssl-mode=disabled", 5)["ssl_disabled"] is True
+    assert "ssl" not in connect_args("mysql://u@h/db", 5)  # preferred: TLS when the server offers it
+    assert connect_args("mysql://u@/db?unix_socket=/run/mysqld/mysqld.sock", 5)["unix_socket"] == (
+        "/run/mysqld/mysqld.sock"
+    )
 
 
 ENGINE_CLASSES = {
