@@ -70,7 +70,7 @@ class DuckDBDatabase(Database):
                 shutil.rmtree(self._scratch, ignore_errors=True)
                 raise
         self._lock = threading.Lock()
-        self._catalog_sql = f"USE {_quote(alias)}"
+        self._use_catalog = f"USE {_quote(alias)}"
         try:
             self._conn = _locked_instance(catalog, alias, self.files)
         except duckdb.Error as exc:
@@ -86,7 +86,7 @@ class DuckDBDatabase(Database):
         timer.daemon = True
         started = time.perf_counter()
         try:
-            cursor.execute(self._catalog_sql)
+            cursor.execute(self._use_catalog)
             timer.start()
             yield cursor
         except duckdb.InterruptException:

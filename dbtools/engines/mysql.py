@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import pymysql
@@ -143,14 +143,14 @@ class MySQLDatabase(Database):
             return
         if extra:
             logger.warning(
-                "connected to %s as an account with privileges beyond SELECT (%s): read-only transactions hold, "
-                "but such an account can read and write the server's files (FILE) and lock or change data "
-                "outside them; connect as an account granted SELECT only",
+                "connected to %s as an account with privileges beyond SELECT (%s): every call is read-only, but "
+                "the account itself is the real boundary (FILE, for one, reads and writes the server's files); "
+                "connect as an account granted SELECT only",
                 display_name,
                 ", ".join(extra),
             )
 
-    def _start(self, timeout_s: float):
+    def _start(self, timeout_s: float) -> Callable[[MySQLConnection], None]:
         """What runs on a connection before a call: the session's settings and a READ ONLY transaction.
 
         The session is read-only as well as the transaction: DDL commits the transaction it runs in before it
