@@ -77,6 +77,16 @@ def test_variables_set_options_and_flags_win_over_them():
     assert not parser.parse_args([], env_vars={"SQLSCOUT_CHAT": "0"}).chat
 
 
+def test_the_cpu_engine_options_come_from_flags_or_variables():
+    parser = build_parser()
+    defaults = parser.parse_args([], env_vars={})
+    assert (defaults.quantize, defaults.threads, defaults.compile) == (None, None, False)
+    env = {"SQLSCOUT_QUANTIZE": "int8", "SQLSCOUT_THREADS": "3", "SQLSCOUT_COMPILE": "1"}
+    args = parser.parse_args([], env_vars=env)
+    assert (args.quantize, args.threads, args.compile) == ("int8", 3, True)
+    assert parser.parse_args(["--threads", "1", "--no-compile"], env_vars=env).threads == 1
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [
@@ -84,6 +94,9 @@ def test_variables_set_options_and_flags_win_over_them():
         ("SQLSCOUT_MAX_NEW_TOKENS", "many", "argument --max-new-tokens: invalid int value: 'many'"),
         ("SQLSCOUT_DEVICE", "gpu", "argument --device: invalid choice: 'gpu'"),
         ("SQLSCOUT_DTYPE", "fp16", "argument --dtype: invalid choice: 'fp16'"),
+        ("SQLSCOUT_QUANTIZE", "int4", "argument --quantize: invalid choice: 'int4'"),
+        ("SQLSCOUT_THREADS", "all", "argument --threads: invalid int value: 'all'"),
+        ("SQLSCOUT_COMPILE", "maybe", "Unexpected value for SQLSCOUT_COMPILE: 'maybe'"),
         ("SQLSCOUT_JSON", "2", "Unexpected value for SQLSCOUT_JSON: '2'"),
     ],
 )

@@ -1,0 +1,214 @@
+"""How far int8 weights move the model from its bf16 weights, on random checkpoints: the real Qwen3.5-2B text
+shapes and the tiny test models.
+
+`python -m benchmarks.int8_fidelity [--prompt-tokens 128] [--greedy-tokens 300] [--no-real-size] [--no-record]`
+runs each checkpoint with bf16 weights (the reference), int8 weights (bf16 activations) and, for scale, fp32
+weights, and reports: the weights' relative error, the residual stream's relative error after each layer, the
+next-token logits' error and top-1 agreement at every prompt position, and on the tiny models the greedy tokens
+shared over a few hundred steps. Recorded in benchmarks/RESULTS.md under "int8 weights: fidelity".
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import platform
+import tempfile
+from pathlib import Path
+
+import configargparse
+import torch
+import torch.nn.functional as F
+
+from benchmarks.model_results import record_section
+from model.cache import ModelCache
+from model.engine import Engine
+from model.int8_weights import Int8Weight
+from model.random_checkpoint import write_tiny_checkpoint
+from model.sampling_params import SamplingParams
+
+SECTION = "int8 weights: fidelity"
+VARIANTS = {"bf16": dict(dtype=torch.bfloat16), "int8": dict(dtype=torch.bfloat16, quantize="int8")}
+SCALE = {"fp32": dict(dtype=torch.float32)}  # what bf16 itself changes, for scale
+# The tiny test models: the default one (text layout, tied head) and the published layout with odd sizes.
+TINY = {
+    "tiny text, tied head": dict(seed=0),
+    "tiny vision-language, untied head": dict(
+        seed=1,
+        vision_language=True,
+        text_config=dict(
+            vocab_size=1000,
+            hidden_size=48,
+            intermediate_size=96,
+            num_hidden_layers=5,
+            tie_word_embeddings=False,
+        ),
+    ),
+}
+
+
+def _relative(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got - want).norm() / want.norm()).item()
+
+
+@torch.inference_mode()
+def _run(engine: Engine, prompt: list[int], greedy_tokens: int) -> dict:
+    """The residual stream after each layer [T, H], the logits at every position [T, V] and greedy tokens."""
+    model = engine.model
+    tokens = torch.tensor([prompt])
+    start = torch.zeros(1, dtype=torch.long)
+    positions = torch.arange(len(prompt))[None]
+    cache = ModelCache.allocate(engine.config, 1, len(prompt) + 1, engine.device, engine.dtype)
+    x, residual, streams = F.embedding(tokens, model.weights["embed_tokens.weight"]), None, []
+    for i in range(engine.config.num_hidden_layers):
+        x, residual = model.layer(i, x, residual, positions, start, cache)
+        streams.append((x.float() + residual.float())[0])
+    logits = model.logits(x, residual)[0]
+    greedy = []
+    if greedy_tokens:
+        session = engine.new_session(max_tokens=len(prompt) + greedy_tokens)
+        session.append(prompt)
+        greedy = session.generate(greedy_tokens, SamplingParams(temperature=0), stop_ids=set())[0]
+    return {"streams": streams, "logits": logits, "greedy": greedy}
+
+
+def _weight_error(quantized: dict, reference: dict) -> float:
+    """Relative Frobenius error of the int8 weights against the bf16 ones, over all quantized matrices."""
+    error = total = 0.0
+    for name, weight in quantized.items():
+        if isinstance(weight, Int8Weight):
+            dense = reference[name].float()
+            error += (weight.dequantize(torch.float32) - dense).norm().item() ** 2
+            total += dense.norm().item() ** 2
+    return (error / total) ** 0.5
+
+
+def compare(model_dir: Path, prompt_tokens: int, greedy_tokens: int) -> dict:
+    """Each variant of one checkpoint against bf16, loading one engine at a time."""
+    runs, weight_error = {}, None
+    reference_weights = None
+    for name, settings in {**VARIANTS, **SCALE}.items():
+        engine = Engine.load(
+            model_dir, device="cpu", max_context=prompt_tokens + greedy_tokens + 8, **settings
+        )
+        prompt = torch.randint(
+            0, engine.config.vocab_size, (prompt_tokens,), generator=torch.Generator().manual_seed(7)
+        ).tolist()
+        runs[name] = _run(engine, prompt, greedy_tokens)
+        if name == "bf16":
+            reference_weights = engine.model.weights
+        elif name == "int8":
+            weight_error = _weight_error(engine.model.weights, reference_weights)
+            reference_weights = None
+        del engine
+        gc.collect()
+    reference = runs["bf16"]
+    result = {"weight_relative_error": weight_error, "layers": len(reference["streams"])}
+    for name in ("int8", "fp32"):
+        run = runs[name]
+        logits, want = run["logits"], reference["logits"]
+        first_difference = next(
+            (i for i, (a, b) in enumerate(zip(run["greedy"], reference["greedy"], strict=True)) if a != b),
+            len(reference["greedy"]),
+        )
+        result[name] = {
+            "stream_errors": [
+                _relative(a, b) for a, b in zip(run["streams"], reference["streams"], strict=True)
+            ],
+            "next_logits_max_error": ((logits[-1] - want[-1]).abs().max() / want[-1].abs().max()).item(),
+            "logits_relative_error": _relative(logits, want),
+            "top1_agreement": (logits.argmax(-1) == want.argmax(-1)).float().mean().item(),
+            "greedy_identical_prefix": first_difference,
+            "greedy_same_fraction": (
+                sum(a == b for a, b in zip(run["greedy"], reference["greedy"], strict=True))
+                / len(run["greedy"])
+                if run["greedy"]
+                else None
+            ),
+        }
+    return result
+
+
+def report(results: dict[str, dict], prompt_tokens: int, greedy_tokens: int) -> str:
+    lines = [
+        f"Machine: {platform.machine()}; date {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}. Random "
+        f"checkpoints; a {prompt_tokens}-token random prompt. Reference: the same checkpoint with bf16 weights. "
+        "int8: per-row int8 weights with bf16 activations; fp32: fp32 weights and activations, to show how much "
+        "bf16 itself moves the model. Stream error: relative L2 error of the residual stream after a layer. "
+        "Logits: max error at the last position over the largest logit, relative L2 over all positions, and "
+        "the share of prompt positions whose top-1 token agrees.",
+        "",
+        "| checkpoint | against bf16 | weights rel. error | stream error, layer 1 / middle / last | next-token "
+        "logits max error | all-position logits rel. error | top-1 agreement | greedy tokens identical "
+        f"(first difference, of {greedy_tokens}) | greedy same position by position |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for checkpoint, result in results.items():
+        for name in ("int8", "fp32"):
+            r = result[name]
+            streams = r["stream_errors"]
+            layers = f"{streams[0]:.4f} / {streams[len(streams) // 2]:.4f} / {streams[-1]:.4f}"
+            weights = f"{result['weight_relative_error']:.4f}" if name == "int8" else "–"
+            greedy = (
+                f"{r['greedy_identical_prefix']} | {r['greedy_same_fraction']:.0%}"
+                if r["greedy_same_fraction"] is not None
+                else "– | –"
+            )
+            lines.append(
+                f"| {checkpoint} | {name} | {weights} | {layers} | {r['next_logits_max_error']:.4f} | "
+                f"{r['logits_relative_error']:.4f} | {r['top1_agreement']:.1%} | {greedy} |"
+            )
+    for checkpoint, result in results.items():
+        errors = ", ".join(f"{e:.4f}" for e in result["int8"]["stream_errors"])
+        lines += [
+            "",
+            f"{checkpoint}, int8 stream error after each of the {result['layers']} layers: {errors}.",
+        ]
+    return "\n".join(lines)
+
+
+def build_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser(prog="python -m benchmarks.int8_fidelity", description=__doc__)
+    parser.add_argument(
+        "--prompt-tokens", type=int, default=128, env_var="SQLSCOUT_BENCH_PROMPT_TOKENS", help="prompt length"
+    )
+    parser.add_argument(
+        "--greedy-tokens",
+        type=int,
+        default=300,
+        env_var="SQLSCOUT_BENCH_GREEDY_TOKENS",
+        help="greedy tokens compared on the tiny models",
+    )
+    parser.add_argument(
+        "--real-size",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        env_var="SQLSCOUT_BENCH_REAL_SIZE",
+        help="include the real Qwen3.5-2B shapes (random bf16 checkpoint kept in the cache directory)",
+    )
+    parser.add_argument(
+        "--no-record", action="store_true", env_var="SQLSCOUT_BENCH_NO_RECORD", help="print only"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    results = {}
+    if args.real_size:
+        from benchmarks.real_size_checkpoint import real_size_checkpoint
+
+        results["Qwen3.5-2B shapes"] = compare(real_size_checkpoint(), args.prompt_tokens, 0)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, spec in TINY.items():
+            directory = write_tiny_checkpoint(Path(tmp) / str(spec["seed"]), **spec)
+            results[name] = compare(directory, args.prompt_tokens, args.greedy_tokens)
+    text = report(results, args.prompt_tokens, args.greedy_tokens)
+    if not args.no_record:
+        record_section(SECTION, text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
