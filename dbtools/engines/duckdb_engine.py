@@ -76,6 +76,11 @@ class DuckDBDatabase(Database):
         except duckdb.Error as exc:
             self.close()
             raise ConnectionFailedError(f"cannot open {self.path} with DuckDB: {_first_line(exc)}") from None
+        if self._scratch is not None:
+            # DuckDB keeps the attached file open: its folder can go now, so that a process that ends without
+            # closing (killed, or leaving a question running) leaves nothing behind. Where an open file cannot be
+            # deleted (Windows), close() tries again.
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
     @contextmanager
     def _cursor(self, timeout_s: float) -> Iterator[duckdb.DuckDBPyConnection]:
