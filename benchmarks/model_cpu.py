@@ -55,13 +55,14 @@ MID_SIZE_CONFIG = dict(
 SECTION = "Model engine (CPU)"
 REAL_SIZE_SECTION = "Model engine at the real Qwen3.5-2B size (CPU)"
 REAL_SIZE_VARIANTS = (
-    "sqlscout-default",
-    "sqlscout-bf16",
-    "sqlscout-int8",
-    "sqlscout-int8-compiled",
     "transformers-bf16",
+    "sqlscout-default",
+    "sqlscout-int8",
+    "sqlscout-bf16",
+    "sqlscout-int8-compiled",
 )
 PEER = "transformers-bf16"
+RAW_REAL_SIZE = Path(__file__).resolve().parent / "results" / "model_cpu_real_size.json"
 # An agent episode: a 700-token prompt, then 6 rounds of a 300-token tool result and 250 generated tokens.
 EPISODE_ROUNDS, EPISODE_GENERATED = 6, 250
 
@@ -226,6 +227,9 @@ def run_real_size(threads: list[int], variants: list[str], decode_tokens: int) -
             if done.returncode != 0:
                 raise RuntimeError(f"{variant} with {count} threads failed:\n{done.stderr[-3000:]}")
             results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            # Written after every variant, so that an interrupted run keeps what it measured.
+            RAW_REAL_SIZE.parent.mkdir(parents=True, exist_ok=True)
+            RAW_REAL_SIZE.write_text(json.dumps(results, indent=1))
     return results
 
 
@@ -327,6 +331,12 @@ def build_parser() -> configargparse.ArgumentParser:
         help="with --real-size: tokens decoded per variant",
     )
     parser.add_argument(
+        "--from-json",
+        action="store_true",
+        env_var="SQLSCOUT_BENCH_FROM_JSON",
+        help="with --real-size: report the numbers of the last run (results/model_cpu_real_size.json) again",
+    )
+    parser.add_argument(
         "--no-record",
         action="store_true",
         env_var="SQLSCOUT_BENCH_NO_RECORD",
@@ -340,7 +350,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.real_size:
         if PEER not in args.variants:
             build_parser().error(f"--variants must include {PEER}, the peer every ratio is taken against")
-        results = run_real_size(args.threads, args.variants, args.decode_tokens)
+        if args.from_json:
+            results = json.loads(RAW_REAL_SIZE.read_text())
+        else:
+            results = run_real_size(args.threads, args.variants, args.decode_tokens)
         text = report_real_size(results, None if args.no_record else plot_real_size(results))
         if not args.no_record:
             record_section(REAL_SIZE_SECTION, text)

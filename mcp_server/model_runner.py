@@ -83,6 +83,7 @@ class ModelRunner:
                         quantize=self.settings.quantize,
                         threads=self.settings.threads,
                         cache_dir=cache_dir() / ENGINE_CACHE if self.settings.quantize else None,
+                        max_batch_rows=self.settings.max_batch_rows,
                     )
                 except PolicyConfigError:
                     raise

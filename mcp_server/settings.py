@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_server.agent.episode import EpisodeLimits
+from mcp_server.agent.policies import MAX_BATCH_ROWS
 from mcp_server.agent.policies.endpoint import ENDPOINT_RETRIES, ENDPOINT_TIMEOUT_S
 from model.errors import DOWNLOAD_HINT, missing_local_engine, no_config_message
 
@@ -155,6 +156,13 @@ OPTIONS: tuple[Option, ...] = (
         parse=int,
         metavar="N",
     ),
+    Option(
+        "max_batch_rows",
+        "episodes of all questions that a local model decodes together, each caching up to --token-budget "
+        f"tokens; questions needing more wait their turn (default {MAX_BATCH_ROWS})",
+        parse=int,
+        metavar="N",
+    ),
     Option("log_level", "stderr log level (default INFO)", parse=str.upper, choices=LOG_LEVELS),
 )
 
@@ -199,6 +207,7 @@ class Settings:
     top_p: float = 0.95
     top_k: int = 20
     max_concurrent_questions: int = MAX_CONCURRENT_QUESTIONS
+    max_batch_rows: int = MAX_BATCH_ROWS
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -251,6 +260,8 @@ class Settings:
             raise SettingsError(
                 f"--max-concurrent-questions must be at least 1, not {self.max_concurrent_questions}"
             )
+        if self.max_batch_rows < 1:
+            raise SettingsError(f"--max-batch-rows must be at least 1, not {self.max_batch_rows}")
         if self.device is not None and self.device not in DEVICES:
             raise SettingsError(f"--device must be one of {', '.join(DEVICES)}, not {self.device!r}")
         if self.dtype is not None and self.dtype not in DTYPES:

@@ -525,6 +525,16 @@ class Session:
         self._pending[row] = list(pending)
         self._last_logits[row] = source._last_logits[source_row]
 
+    def clear_row_(self, row: int) -> None:
+        """Empty `row` until copy_row_() fills it again (its old state stays behind until then, unread)."""
+        self._processed[row] = 0
+        self._pending[row] = []
+
+    @property
+    def processed_lengths(self) -> list[int]:
+        """Tokens of each row already run through the model (lengths less a sampled token still pending)."""
+        return list(self._processed)
+
     def snapshot(self) -> Snapshot:
         """Copy the state (only the used part of the KV caches) so restore() can return to it."""
         used = max(self._processed)

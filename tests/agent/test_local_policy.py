@@ -12,11 +12,12 @@ import torch
 
 from mcp_server.agent import Agent, AgentConfig
 from mcp_server.agent.errors import AgentCancelled, ModelOutOfMemoryError
-from mcp_server.agent.policies import local
+from mcp_server.agent.policies import local_batch
 from mcp_server.agent.policies.local import LocalPolicy
 from mcp_server.agent.prompts import Prompts
 from model.engine import Engine, Session
 from model.random_checkpoint import write_tiny_checkpoint
+from model.row_pool import RowPool
 from model.sampling_params import SamplingParams
 
 # Far below the 256 tokens another round needs: after the first reply neither a second round nor the forced
@@ -80,26 +81,30 @@ def test_questions_after_the_first_prefill_only_their_own_user_turn(policy, sqli
     assert first.prompt_tokens > system_turn and second.prompt_tokens > system_turn
 
 
-class CancelAfterChecks(threading.Event):
-    """Reads as set from its (checks + 1)-th look on."""
+def test_a_cancel_stops_decoding_at_the_next_chunk_and_gives_the_rows_back(policy, monkeypatch):
+    monkeypatch.setattr(local_batch, "DECODE_CHUNK_TOKENS", 2)
+    cancel, noticed = threading.Event(), threading.Event()
+    original = RowPool.generate
 
-    def __init__(self, checks: int) -> None:
-        super().__init__()
-        self.checks = checks
+    def cancelled_during_the_first_chunk(pool, *args, **kwargs):
+        outputs = original(pool, *args, **kwargs)
+        cancel.set()
+        assert noticed.wait(30), "the question did not notice its cancel"
+        return outputs
 
-    def is_set(self) -> bool:
-        self.checks -= 1
-        return self.checks < 0
-
-
-def test_cancel_stops_decoding_between_chunks(policy, monkeypatch):
-    monkeypatch.setattr(local, "CANCEL_CHECK_TOKENS", 2)
+    monkeypatch.setattr(RowPool, "generate", cancelled_during_the_first_chunk)
     run = policy.start(policy.chat.first_prompt("s", "q"), 1, 64)
     prompt_length = run.length(0)
     with pytest.raises(AgentCancelled):
-        # The seeded random model samples no stop token in its first two steps.
-        run.complete([0], [10], SamplingParams(seed=1), CancelAfterChecks(1))
-    assert run.length(0) == prompt_length + 2
+        try:
+            # The seeded random model samples no stop token in its first two steps.
+            run.complete([0], [10], SamplingParams(seed=1), cancel)
+        finally:
+            noticed.set()
+    assert run.length(0) == prompt_length + 2  # the chunk under way ends; no other follows
+    assert policy.scheduler.pool.rows_in_use == 1
+    run.close()
+    assert policy.scheduler.pool.rows_in_use == 0 and policy.scheduler.pool.session is None
 
 
 @pytest.mark.parametrize(

@@ -85,8 +85,13 @@ def test_agent_cancel_chunks_do_not_change_seeded_replies(engines, monkeypatch):
 
     def reply(cancel: threading.Event | None) -> list[str]:
         run = policy.start(prompt, 2, 200)
-        return [c.raw for c in run.complete([0, 1], [40, 40], sampling, cancel)]
+        try:
+            return [c.raw for c in run.complete([0, 1], [40, 40], sampling, cancel)]
+        finally:
+            run.close()
 
+    batch = pytest.importorskip("mcp_server.agent.policies.local_batch")
+    monkeypatch.setattr(batch, "DECODE_CHUNK_TOKENS", 40)
     whole = reply(None)
-    monkeypatch.setattr(local, "CANCEL_CHECK_TOKENS", 6)
+    monkeypatch.setattr(batch, "DECODE_CHUNK_TOKENS", 6)
     assert reply(threading.Event()) == whole

@@ -50,6 +50,7 @@ def test_every_option_is_read_from_its_variable_and_listed_with_it_in_the_help()
         ("SQLSCOUT_CONNECT_TIMEOUT", "1", "--connect-timeout must be at least 2 seconds, not 1"),
         ("SQLSCOUT_POOL_SIZE", "0", "--pool-size must be at least 1, not 0"),
         ("SQLSCOUT_MAX_CONCURRENT_QUESTIONS", "0", "--max-concurrent-questions must be at least 1, not 0"),
+        ("SQLSCOUT_MAX_BATCH_ROWS", "0", "--max-batch-rows must be at least 1, not 0"),
     ],
 )
 def test_a_bad_variable_is_a_usage_error_naming_the_option(variable, value, message, monkeypatch, capsys):

@@ -11,6 +11,9 @@ from model.errors import DOWNLOAD_HINT, missing_local_engine
 
 __all__ = ["Completion", "Policy", "PolicyRun", "build_policy"]
 
+# Episode rows the local engine decodes together by default; each caches up to the token budget.
+MAX_BATCH_ROWS = 8
+
 MODEL_SETUP_HINT = (
     f"give a model directory (--model DIR / SQLSCOUT_MODEL; get one with `{DOWNLOAD_HINT}`) "
     "or an OpenAI-compatible endpoint "
@@ -31,11 +34,13 @@ def build_policy(
     quantize: str | None = None,
     threads: int | None = None,
     cache_dir: Path | None = None,
+    max_batch_rows: int = MAX_BATCH_ROWS,
 ) -> Policy:
     """The endpoint policy when an endpoint is given (a model directory then only lends its tokenizer and
     prompts; each request waits up to endpoint_timeout_s and a failed one is tried endpoint_retries more
     times), else the local engine on the model directory (device, dtype name, quantization, CPU threads and
-    the directory that keeps int8 weights between runs, as Engine.load takes them)."""
+    the directory that keeps int8 weights between runs, as Engine.load takes them), decoding up to
+    max_batch_rows episode rows of all questions together."""
     if model_dir is not None and not Path(model_dir).is_dir():
         raise PolicyConfigError(f"model directory {str(model_dir)!r} does not exist; {MODEL_SETUP_HINT}")
     if endpoint:
@@ -64,5 +69,6 @@ def build_policy(
             quantize=quantize,
             threads=threads,
             cache_dir=cache_dir,
+            max_batch_rows=max_batch_rows,
         )
     raise PolicyConfigError(f"no text-to-SQL model is configured: {MODEL_SETUP_HINT}")

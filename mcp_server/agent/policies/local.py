@@ -1,5 +1,6 @@
-"""The local engine as a policy: one session per question, kept across turns so each turn prefills only the
-text appended since the last one; generated token ids stay in the sequence exactly as sampled."""
+"""The local engine as a policy: each question's rows live in one batch with the other questions' rows, kept
+across turns so each turn prefills only the text appended since the last one; generated token ids stay in the
+sequence exactly as sampled."""
 
 from __future__ import annotations
 
@@ -13,14 +14,15 @@ import torch
 
 from mcp_server.agent.chat_format import STOP_TOKENS, ChatFormat
 from mcp_server.agent.errors import AgentCancelled, ModelOutOfMemoryError
+from mcp_server.agent.policies import MAX_BATCH_ROWS
 from mcp_server.agent.policies.base import Completion
+from mcp_server.agent.policies.local_batch import BatchScheduler
 from mcp_server.agent.prompts import Prompts, load_prompts
 from model.engine import Engine
+from model.row_pool import Lease
 from model.sampling_params import SamplingParams
 from model.shared_prefix import SharedPrefix
 
-# With a cancel event, decoding runs in chunks of this many tokens and checks the event between them.
-CANCEL_CHECK_TOKENS = 256
 OUT_OF_MEMORY_HINT = (
     "lower --token-budget or --samples (SQLSCOUT_TOKEN_BUDGET, SQLSCOUT_SAMPLES), free memory on the device, "
     "or serve the model elsewhere and give --endpoint URL"
@@ -44,36 +46,24 @@ def out_of_memory_reported(device: torch.device) -> Iterator[None]:
 
 
 class LocalRun:
-    """N rows on one engine session: a batch-1 prefill of the prompt past the system turn (whose state the
-    policy keeps), forked when N > 1."""
+    """N rows that the policy's scheduler lends this question: the prompt past the system turn is prefilled
+    once and copied into each row when the question is admitted, at its first completion; text appended
+    between completions is prefilled when the next completion is asked for, together with it."""
 
     def __init__(self, policy: LocalPolicy, prompt: str, samples: int, max_tokens: int) -> None:
         self._policy = policy
-        tokenizer = policy.engine.tokenizer
-        prompt_ids = tokenizer.encode(prompt)
-        with out_of_memory_reported(policy.engine.device):
-            # A prompt longer than the budget still fits its session; the episode then ends before generating.
-            root = policy.engine.new_session(1, max(max_tokens, len(prompt_ids)))
-            prefilled = policy.system_turn.fill(root, prompt_ids)
-            if samples > 1:
-                self.session = root.fork(samples)
-                self._prefill_processed = prefilled
-            else:
-                self.session = root
-                self._prefill_processed = prefilled - root.processed_tokens
+        self._prompt_ids = policy.engine.tokenizer.encode(prompt)
         self.samples = samples
+        # A prompt longer than the budget still fits its rows; the episode then ends before generating.
+        self._max_tokens = max(max_tokens, len(self._prompt_ids))
+        self._lease: Lease | None = None
+        self._prompt_processed = 0
+        self._unsent: list[list[int]] = [[] for _ in range(samples)]
 
     def append(self, texts: dict[int, str]) -> None:
-        if not texts:
-            return
         encode = self._policy.engine.tokenizer.encode
-        with out_of_memory_reported(self._policy.engine.device):
-            if self.samples == 1:
-                self.session.append(encode(texts[0]) if 0 in texts else [])
-            else:
-                self.session.append(
-                    [encode(texts[row]) if row in texts else [] for row in range(self.samples)]
-                )
+        for row, text in texts.items():
+            self._unsent[row] += encode(text)
 
     def complete(
         self,
@@ -82,28 +72,22 @@ class LocalRun:
         sampling: SamplingParams,
         cancel: threading.Event | None = None,
     ) -> list[Completion]:
+        if cancel is not None and cancel.is_set():
+            raise AgentCancelled("the question was cancelled")
         started = time.perf_counter()
-        stop_ids = self._policy.stop_ids
-        generated: dict[int, list[int]] = {row: [] for row in rows}
-        left = dict(zip(rows, max_new_tokens, strict=True))
-        running = [row for row in rows if left[row] > 0]
-        while running:
-            if cancel is not None and cancel.is_set():
-                raise AgentCancelled("the question was cancelled while the model was writing")
-            chunk = [
-                min(left[row], CANCEL_CHECK_TOKENS) if cancel is not None else left[row] for row in running
-            ]
-            with out_of_memory_reported(self._policy.engine.device):
-                outputs = self.session.generate(chunk, sampling, stop_ids, rows=running)
-            still = []
-            for row, tokens in zip(running, outputs, strict=True):
-                generated[row] += tokens
-                left[row] -= len(tokens)
-                if tokens and tokens[-1] not in stop_ids and left[row] > 0:
-                    still.append(row)
-            running = still
+        scheduler = self._policy.scheduler
+        with out_of_memory_reported(self._policy.engine.device):
+            if self._lease is None:
+                self._lease, self._prompt_processed = scheduler.admit(
+                    self._prompt_ids, self.samples, self._max_tokens, cancel
+                )
+            appends = {row: ids for row, ids in enumerate(self._unsent) if ids}
+            self._unsent = [[] for _ in range(self.samples)]
+            outputs = scheduler.generate(
+                self._lease, appends, rows, max_new_tokens, sampling, self._policy.stop_ids, cancel
+            )
         elapsed = time.perf_counter() - started
-        return [self._completion(generated[row], elapsed) for row in rows]
+        return [self._completion(tokens, elapsed) for tokens in outputs]
 
     def _completion(self, tokens: list[int], elapsed: float) -> Completion:
         tokenizer = self._policy.engine.tokenizer
@@ -114,17 +98,21 @@ class LocalRun:
         return Completion(text=text, raw=raw, tokens=len(tokens), stopped=stopped, model_s=elapsed)
 
     def length(self, row: int) -> int:
-        return self.session.lengths[row]
+        held = self._lease.lengths[row] if self._lease is not None else len(self._prompt_ids)
+        return held + len(self._unsent[row])
 
     def count_tokens(self, text: str) -> int:
         return len(self._policy.engine.tokenizer.encode(text))
 
     @property
     def processed_tokens(self) -> int:
-        return self._prefill_processed + self.session.processed_tokens
+        return self._prompt_processed + (self._lease.processed if self._lease is not None else 0)
 
     def close(self) -> None:
-        self.session = None
+        """Give the rows back at once, so that the next question in line can have them."""
+        if self._lease is not None:
+            self._policy.scheduler.release(self._lease)
+            self._lease = None
 
 
 class LocalPolicy:
@@ -132,7 +120,10 @@ class LocalPolicy:
 
     name = "local"
 
-    def __init__(self, engine: Engine, prompts: Prompts | None = None) -> None:
+    def __init__(
+        self, engine: Engine, prompts: Prompts | None = None, max_batch_rows: int = MAX_BATCH_ROWS
+    ) -> None:
+        """max_batch_rows: the most rows (episodes of all questions) decoded together; more questions wait."""
         self.engine = engine
         self.prompts = prompts or Prompts()
         self.chat = ChatFormat(engine.tokenizer.render_chat)
@@ -141,6 +132,7 @@ class LocalPolicy:
         self.system_turn = SharedPrefix(
             engine, engine.tokenizer.encode(self.chat.system_turn(self.prompts.system))
         )
+        self.scheduler = BatchScheduler(engine, self.system_turn, max_batch_rows)
 
     @classmethod
     def load(
@@ -152,6 +144,7 @@ class LocalPolicy:
         quantize: str | None = None,
         threads: int | None = None,
         cache_dir: Path | None = None,
+        max_batch_rows: int = MAX_BATCH_ROWS,
     ) -> LocalPolicy:
         """The engine on model_dir; dtype is a torch dtype's name ("bfloat16", "float32"), None for the default."""
         engine = Engine.load(
@@ -162,7 +155,7 @@ class LocalPolicy:
             threads=threads,
             cache_dir=cache_dir,
         )
-        return cls(engine, load_prompts(model_dir))
+        return cls(engine, load_prompts(model_dir), max_batch_rows)
 
     def start(self, prompt: str, samples: int, max_tokens: int) -> LocalRun:
         return LocalRun(self, prompt, samples, max_tokens)
