@@ -115,9 +115,7 @@ def test_an_unknown_quantization_is_refused(checkpoint_dirs):
 
 
 def _load_int8(directory, cache_dir) -> Engine:
-    return Engine.load(
-        directory, device="cpu", dtype=torch.float32, quantize="int8", int8_cache_dir=cache_dir
-    )
+    return Engine.load(directory, device="cpu", dtype=torch.float32, quantize="int8", cache_dir=cache_dir)
 
 
 @pytest.mark.parametrize("variant", ["text_tied", "vl_untied_sharded"])
