@@ -355,9 +355,12 @@ class Session:
                     f"row {index} would hold {self._processed[index] + len(row)} tokens, more than "
                     f"this session's max_tokens {self.max_tokens}"
                 )
-        lengths = {len(row) for row in new}
-        if len(lengths) == 1 and self.batch_size > 1:
+        lengths = [len(row) for row in new]
+        if len(set(lengths)) == 1 and self.batch_size > 1:
             self._prefill(list(range(self.batch_size)), new, self.cache)
+        elif set(lengths) == {0, 1} and sum(lengths) > 1:
+            # Rows that sampled their last token while others sat out: one masked step runs them all.
+            self._step_rows([length == 1 for length in lengths], [row[:1] or [0] for row in new])
         else:
             for index, row in enumerate(new):
                 if row:
@@ -388,6 +391,23 @@ class Session:
         for i in row_ids:
             self._processed[i] += length
         self.processed_tokens += length * len(row_ids)
+
+    def _step_rows(self, active: list[bool], tokens: list[list[int]]) -> None:
+        """Run one token in each active row, in one step over every row: rows sitting it out keep their states,
+        and the KV slot they write at their length is scratch that their next token overwrites."""
+        device = self.engine.device
+        rows = [i for i, runs in enumerate(active) if runs]
+        logits = self.model.forward(
+            torch.tensor(tokens, dtype=torch.long, device=device),
+            torch.tensor(self._processed, dtype=torch.long, device=device),
+            self.cache.prefix(max(self._processed) + 1),
+            logits_at=torch.zeros(self.batch_size, dtype=torch.long, device=device),
+            active=torch.tensor(active, device=device),
+        )
+        self._last_logits[rows] = logits[rows]
+        for i in rows:
+            self._processed[i] += 1
+        self.processed_tokens += len(rows)
 
     @torch.inference_mode()
     def generate(

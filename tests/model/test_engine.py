@@ -160,3 +160,36 @@ def test_bad_appends_are_refused_without_losing_state(engines):
     assert len(session.generate(50, GREEDY, stop_ids=set())[0]) == 5  # clipped to the capacity
     with pytest.raises(ValueError, match="empty"):
         engine.new_session().generate(3, GREEDY, stop_ids=set())
+
+
+def test_one_token_for_some_rows_runs_in_one_step_and_leaves_what_row_by_row_appends_leave(engines, variant):
+    engine = engines[variant]
+    prompts = [_prompt(engine, length, seed) for seed, length in enumerate((12, 7, 19))]
+    stepped, by_row = engine.new_session(3, 32), engine.new_session(3, 32)
+    for session in (stepped, by_row):
+        for row, prompt in enumerate(prompts):
+            session.append([prompt if r == row else [] for r in range(3)])
+    calls = []
+    original = engine.model.forward
+
+    def counted(*args, **kwargs):
+        calls.append(args[0].shape)
+        return original(*args, **kwargs)
+
+    engine.model.forward = counted
+    try:
+        stepped.append([[5], [], [9]])  # rows 0 and 2 get a token, row 1 sits out
+    finally:
+        del engine.model.forward
+    assert calls == [torch.Size([3, 1])]
+    by_row.append([[5], [], []])
+    by_row.append([[], [], [9]])
+    assert stepped.lengths == by_row.lengths == [13, 7, 20]
+    assert stepped.processed_tokens == by_row.processed_tokens
+    assert _close(stepped.last_logits, by_row.last_logits, 1e-5)
+    for mine, theirs in zip(
+        stepped.cache.conv + stepped.cache.recurrent, by_row.cache.conv + by_row.cache.recurrent, strict=True
+    ):
+        assert _close(mine, theirs, 1e-5)
+    # The row that sat out carries on as if nothing ran.
+    assert stepped.generate(6, GREEDY, set()) == by_row.generate(6, GREEDY, set())

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 # Tokens decoded between two looks at arrivals, departures and cancels: the longest a question waits to join
 # a running batch, and to stop after a cancel.
-DECODE_CHUNK_TOKENS = 64
+DECODE_CHUNK_TOKENS = 16
 # How often a waiting question looks at its cancel event.
 CANCEL_POLL_S = 0.02
 
