@@ -31,6 +31,7 @@ import configargparse
 import torch
 
 from benchmarks.model_results import record_section
+from benchmarks.real_size_cpu import ROUND_TOKENS, VARIANTS
 from benchmarks.weight_stream import weight_stream
 from model.engine import Engine
 from model.sampling_params import SamplingParams
@@ -55,13 +56,11 @@ MID_SIZE_CONFIG = dict(
 SECTION = "Model engine (CPU)"
 REAL_SIZE_SECTION = "Model engine at the real Qwen3.5-2B size (CPU)"
 REAL_SIZE_VARIANTS = (
-    "transformers-bf16",
     "sqlscout-default",
     "sqlscout-int8",
     "sqlscout-bf16",
     "sqlscout-int8-compiled",
 )
-PEER = "transformers-bf16"
 RAW_REAL_SIZE = Path(__file__).resolve().parent / "results" / "model_cpu_real_size.json"
 # An agent episode: a 700-token prompt, then 6 rounds of a 300-token tool result and 250 generated tokens.
 EPISODE_ROUNDS, EPISODE_GENERATED = 6, 250
@@ -207,29 +206,26 @@ def report(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run_real_size(threads: list[int], variants: list[str], decode_tokens: int) -> list[dict]:
-    """Each variant at each thread count in a process of its own (load time and peak memory are its own);
-    the variants take turns within a thread count so that a change in the machine's load falls on all."""
+def run_real_size(threads: list[int], variants: list[str], rounds: int) -> list[dict]:
+    """Per thread count, one process measuring every variant side by side with transformers bf16."""
     from benchmarks.real_size_checkpoint import real_size_checkpoint
     from dbtools.cache import cache_dir
 
     model_dir = real_size_checkpoint()
     results = []
     for count in threads:
-        for variant in variants:
-            command = [
-                sys.executable, "-m", "benchmarks.real_size_cpu", variant, "--model", str(model_dir),
-                "--threads", str(count), "--decode-tokens", str(decode_tokens),
-                "--cache-dir", str(cache_dir() / "engine"),
-            ]  # fmt: skip
-            print(f"measuring {variant} with {count} thread(s)", file=sys.stderr, flush=True)
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                raise RuntimeError(f"{variant} with {count} threads failed:\n{done.stderr[-3000:]}")
-            results.append(json.loads(done.stdout.strip().splitlines()[-1]))
-            # Written after every variant, so that an interrupted run keeps what it measured.
-            RAW_REAL_SIZE.parent.mkdir(parents=True, exist_ok=True)
-            RAW_REAL_SIZE.write_text(json.dumps(results, indent=1))
+        command = [
+            sys.executable, "-m", "benchmarks.real_size_cpu", "--model", str(model_dir), "--threads", str(count),
+            "--variants", *variants, "--rounds", str(rounds), "--cache-dir", str(cache_dir() / "engine"),
+        ]  # fmt: skip
+        print(f"measuring {', '.join(variants)} with {count} thread(s)", file=sys.stderr, flush=True)
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"the run with {count} threads failed:\n{done.stderr[-3000:]}")
+        results += json.loads(done.stdout.strip().splitlines()[-1])
+        # Written after every thread count, so that an interrupted run keeps what it measured.
+        RAW_REAL_SIZE.parent.mkdir(parents=True, exist_ok=True)
+        RAW_REAL_SIZE.write_text(json.dumps(results, indent=1))
     return results
 
 
@@ -249,25 +245,29 @@ def report_real_size(results: list[dict], plot: Path | None) -> str:
         f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared with other work), native bf16: "
         f"{'yes' if default == 'bfloat16' else 'no'} (so the default CPU dtype here is {default}), torch "
         f"{torch.__version__}; date {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}.",
-        "Random checkpoint with the real Qwen3.5-2B text shapes (1.88 B parameters, bf16 safetensors); each "
-        "variant in a process of its own, the variants taking turns per thread count. Prefill: a 700-token "
-        f"prompt; append: 300 tokens at 2,000 tokens of context; decode: {first['decode_tokens']} greedy tokens "
-        "after it. Floor: a bare pass of matrix-vector products over the weight matrices a token reads, in the "
-        "variant's own storage. Episode: prefill + 6 x (append + 250 decoded tokens). `first decode call` is "
-        "the first one-token step, which includes the compile where the step is compiled.",
+        "Random checkpoint with the real Qwen3.5-2B text shapes (1.88 B parameters, bf16 safetensors). One "
+        "process per thread count holds transformers bf16 and one sqlscout variant at a time: decoding "
+        f"alternates between the two in rounds of {ROUND_TOKENS} tokens ({first['decode_tokens']} each in all), "
+        "as do their weight-streaming floors (a bare pass of matrix-vector products over the weight matrices a "
+        "token reads, in the engine's own storage), so the ratio holds whatever the shared machine's load; "
+        "load, memory, prefill and append are measured once per engine. Prefill: a 700-token prompt; append: "
+        "300 tokens at 2,000 tokens of context; decoding follows at that context. Memory: peak resident memory "
+        "the engine added to the process. `first decode call`: the first one-token step, with the compile "
+        "where the step is compiled. Episode: prefill + 6 x (append + 250 decoded tokens).",
         "",
-        "| threads | variant | dtype | load s | peak RSS GB | prefill 700 s | append 300 s | first decode call s | "
-        "decode tokens/s | floor tokens/s | of floor | decode vs transformers bf16 | episode min |",
-        "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| threads | engine | dtype | load s | memory GB | prefill 700 s | append 300 s | first decode call s | "
+        "decode tokens/s | transformers in the same rounds | ratio | floor tokens/s | of floor | episode min |",
+        "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in results:
-        peer = next(p for p in results if p["variant"] == PEER and p["threads"] == r["threads"])
         floor = 1 / r["floor_s"]
+        first_call = "–" if r["first_decode_call_s"] is None else f"{r['first_decode_call_s']:.1f}"
         lines.append(
             f"| {r['threads']} | {r['variant']} | {r['dtype']}{' + int8' if r['int8'] else ''} | {r['load_s']:.1f} | "
-            f"{r['peak_rss_gb']:.2f} | {r['prefill_s']:.1f} | {r['append_s']:.1f} | {r['first_decode_call_s']:.1f} | "
-            f"{r['decode_tokens_per_s']:.2f} | {floor:.2f} | {r['decode_tokens_per_s'] / floor:.0%} | "
-            f"{r['decode_tokens_per_s'] / peer['decode_tokens_per_s']:.2f}x | {episode_s(r) / 60:.1f} |"
+            f"{r['memory_gb']:.2f} | {r['prefill_s']:.1f} | {r['append_s']:.1f} | {first_call} | "
+            f"{r['decode_tokens_per_s']:.2f} | {r['peer_decode_tokens_per_s']:.2f} | "
+            f"{r['decode_tokens_per_s'] / r['peer_decode_tokens_per_s']:.2f}x | {floor:.2f} | "
+            f"{r['decode_tokens_per_s'] / floor:.0%} | {episode_s(r) / 60:.1f} |"
         )
     if plot is not None:
         lines += ["", f"![Decode tokens/s at the real size]({plot.relative_to(plot.parent.parent)})"]
@@ -318,17 +318,17 @@ def build_parser() -> configargparse.ArgumentParser:
     parser.add_argument(
         "--variants",
         nargs="+",
-        choices=REAL_SIZE_VARIANTS + ("sqlscout-fp32",),
+        choices=tuple(VARIANTS),
         default=list(REAL_SIZE_VARIANTS),
         env_var="SQLSCOUT_BENCH_VARIANTS",
-        help="with --real-size: the engines to measure (transformers-bf16 is the peer every ratio needs)",
+        help="with --real-size: the sqlscout engines to measure, each against transformers bf16",
     )
     parser.add_argument(
-        "--decode-tokens",
+        "--rounds",
         type=int,
-        default=16,
-        env_var="SQLSCOUT_BENCH_DECODE_TOKENS",
-        help="with --real-size: tokens decoded per variant",
+        default=2,
+        env_var="SQLSCOUT_BENCH_ROUNDS",
+        help=f"with --real-size: decode rounds of {ROUND_TOKENS} tokens per engine",
     )
     parser.add_argument(
         "--from-json",
@@ -348,12 +348,10 @@ def build_parser() -> configargparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.real_size:
-        if PEER not in args.variants:
-            build_parser().error(f"--variants must include {PEER}, the peer every ratio is taken against")
         if args.from_json:
             results = json.loads(RAW_REAL_SIZE.read_text())
         else:
-            results = run_real_size(args.threads, args.variants, args.decode_tokens)
+            results = run_real_size(args.threads, args.variants, args.rounds)
         text = report_real_size(results, None if args.no_record else plot_real_size(results))
         if not args.no_record:
             record_section(REAL_SIZE_SECTION, text)

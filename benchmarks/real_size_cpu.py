@@ -1,18 +1,20 @@
-"""One engine at the real Qwen3.5-2B size on the CPU, measured in a process of its own so that its load time and
-peak memory are its own: `python -m benchmarks.real_size_cpu VARIANT --model DIR --threads N` prints one JSON
-line (benchmarks.model_cpu --real-size runs every variant this way and writes the report).
+"""Engines at the real Qwen3.5-2B size on the CPU, each sqlscout variant side by side with transformers bf16 in one
+process: `python -m benchmarks.real_size_cpu --model DIR --threads N --variants ...` prints one JSON list
+(benchmarks.model_cpu --real-size runs it per thread count and writes the report).
 
-The measures follow an agent episode: a 700-token prompt, tool results of 300 tokens appended at about 2k
-tokens of context, and greedy decoding there.
+The measures follow an agent episode: a 700-token prompt, tool results of 300 tokens appended at about 2k tokens
+of context, and greedy decoding there. Decoding alternates between transformers and the variant in short
+rounds, as do the weight-streaming floors, so that the machine's load (these cores are shared) falls on both
+alike; load time, memory, prefill and append are measured once per engine.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import gc
 import json
-import resource
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,16 +26,16 @@ from benchmarks.weight_stream import weight_stream
 PROMPT_TOKENS = 700
 APPEND_TOKENS = 300
 APPEND_CONTEXT = 2000  # tokens in the sequence once the timed append is in
-FLOOR_PASSES = 3
-# name -> (engine, settings); the sqlscout entries are Engine.load keywords, None meaning its default.
-VARIANTS: dict[str, tuple[str, dict]] = {
-    "sqlscout-default": ("sqlscout", {}),
-    "sqlscout-fp32": ("sqlscout", {"dtype": torch.float32}),
-    "sqlscout-bf16": ("sqlscout", {"dtype": torch.bfloat16}),
-    "sqlscout-int8": ("sqlscout", {"quantize": "int8"}),
-    "sqlscout-int8-compiled": ("sqlscout", {"quantize": "int8", "compile_decode": True}),
-    "transformers-bf16": ("transformers", {}),
+ROUND_TOKENS = 8  # decode tokens per engine per round
+# name -> Engine.load keywords (None: the engine's default).
+VARIANTS: dict[str, dict] = {
+    "sqlscout-default": {},
+    "sqlscout-fp32": {"dtype": torch.float32},
+    "sqlscout-bf16": {"dtype": torch.bfloat16},
+    "sqlscout-int8": {"quantize": "int8"},
+    "sqlscout-int8-compiled": {"quantize": "int8", "compile_decode": True},
 }
+PEER = "transformers-bf16"
 
 
 def _timed(function: Callable[[], object]) -> tuple[float, object]:
@@ -46,11 +48,58 @@ def _ids(count: int, vocab: int, seed: int) -> list[int]:
     return torch.randint(0, vocab, (count,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
-def measure_sqlscout(
-    model_dir: Path, threads: int, decode_tokens: int, cache_dir: Path, settings: dict
-) -> dict:
+class Memory:
+    """Resident memory of this process (Linux): what an engine adds at its peak, from just before its load."""
+
+    def start(self) -> None:
+        Path("/proc/self/clear_refs").write_text("5")  # resets the peak (VmHWM) to the current size
+        self.before = self._status("VmRSS")
+
+    def peak_added_gb(self) -> float:
+        return (self._status("VmHWM") - self.before) / 1e6
+
+    @staticmethod
+    def _status(field: str) -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])  # kB
+        raise KeyError(field)
+
+
+class Peer:
+    """transformers' model with its cache after the same prompt and append, decoding greedily on request."""
+
+    def __init__(self, model_dir: Path, memory: Memory) -> None:
+        from transformers import Qwen3_5ForCausalLM
+
+        memory.start()
+        self.load_s, self.model = _timed(
+            lambda: Qwen3_5ForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).eval()
+        )
+        self.cache = None
+        vocab = self.model.config.vocab_size
+        self.prefill_s, _ = _timed(lambda: self._forward(_ids(PROMPT_TOKENS, vocab, 1)))
+        self._forward(_ids(APPEND_CONTEXT - APPEND_TOKENS - PROMPT_TOKENS, vocab, 2))
+        self.append_s, self.logits = _timed(lambda: self._forward(_ids(APPEND_TOKENS, vocab, 3)))
+        self.memory_gb = memory.peak_added_gb()
+        matrices = [m.weight for m in self.model.modules() if isinstance(m, torch.nn.Linear)]
+        self.weight_bytes, self.stream = weight_stream(matrices, torch.bfloat16)
+
+    @torch.inference_mode()
+    def _forward(self, ids: list[int]) -> torch.Tensor:
+        # Logits of the last position only, as generate() asks for them.
+        out = self.model(torch.tensor([ids]), past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+        self.cache = out.past_key_values
+        return out.logits[0, -1]
+
+    def decode(self, tokens: int) -> None:
+        for _ in range(tokens):
+            self.logits = self._forward([int(self.logits.argmax())])
+
+
+def _load_and_fill(model_dir: Path, threads: int, settings: dict, cache_dir: Path, session_tokens: int):
+    """A sqlscout engine loaded and a session through the prompt and the append: (engine, session, timings)."""
     from model.engine import Engine
-    from model.int8_weights import Int8Weight
     from model.sampling_params import SamplingParams
 
     load_s, engine = _timed(
@@ -59,106 +108,95 @@ def measure_sqlscout(
         )
     )
     vocab = engine.config.vocab_size
-    session = engine.new_session(max_tokens=APPEND_CONTEXT + decode_tokens + 8)
+    session = engine.new_session(max_tokens=session_tokens)
     prefill_s, _ = _timed(lambda: session.append(_ids(PROMPT_TOKENS, vocab, 1)))
     session.append(_ids(APPEND_CONTEXT - APPEND_TOKENS - PROMPT_TOKENS, vocab, 2))
     append_s, _ = _timed(lambda: session.append(_ids(APPEND_TOKENS, vocab, 3)))
+    # One decode step (a generate() of n tokens runs n - 1 of them); a compiled step compiles here.
+    first_s, _ = _timed(lambda: session.generate(2, SamplingParams(temperature=0), stop_ids=set()))
+    timings = {"load_s": load_s, "prefill_s": prefill_s, "append_s": append_s, "first_decode_call_s": first_s}
+    return engine, session, timings
+
+
+def measure(model_dir: Path, threads: int, variants: list[str], rounds: int, cache_dir: Path) -> list[dict]:
+    from model.engine import set_cpu_threads
+    from model.int8_weights import Int8Weight
+    from model.sampling_params import SamplingParams
+
+    set_cpu_threads(threads)
+    memory = Memory()
+    peer = Peer(model_dir, memory)
     greedy = SamplingParams(temperature=0)
-    # The first call compiles the step where it is compiled; its time counts as the compile.
-    first_s, _ = _timed(lambda: session.generate(2, greedy, stop_ids=set()))
-    # A generate() of n tokens runs n - 1 decode steps: the first token comes from the last logits.
-    decode_s, _ = _timed(lambda: session.generate(decode_tokens + 1, greedy, stop_ids=set()))
-    matrices = [
-        w for name, w in engine.model.weights.items() if name.endswith(("proj.weight", "lm_head.weight"))
-    ]
-    weight_bytes, stream = weight_stream(matrices, engine.dtype)
-    return {
-        "dtype": str(engine.dtype).removeprefix("torch."),
-        "int8": any(isinstance(w, Int8Weight) for w in matrices),
-        "compiled": engine.compile_decode,
-        "load_s": load_s,
-        "prefill_s": prefill_s,
-        "append_s": append_s,
-        "first_decode_call_s": first_s,
-        "decode_tokens_per_s": decode_tokens / decode_s,
-        "weight_bytes": weight_bytes,
-        "floor_s": _floor(stream),
-    }
-
-
-def measure_transformers(model_dir: Path, threads: int, decode_tokens: int) -> dict:
-    from transformers import Qwen3_5ForCausalLM
-
-    torch.set_num_threads(threads)
-    load_s, model = _timed(lambda: Qwen3_5ForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).eval())
-    vocab = model.config.vocab_size
-    cache = None
-
-    @torch.inference_mode()
-    def forward(ids: list[int]) -> torch.Tensor:
-        nonlocal cache
-        # Logits of the last position only, as generate() asks for them.
-        out = model(torch.tensor([ids]), past_key_values=cache, use_cache=True, logits_to_keep=1)
-        cache = out.past_key_values
-        return out.logits[0, -1]
-
-    prefill_s, _ = _timed(lambda: forward(_ids(PROMPT_TOKENS, vocab, 1)))
-    forward(_ids(APPEND_CONTEXT - APPEND_TOKENS - PROMPT_TOKENS, vocab, 2))
-    append_s, logits = _timed(lambda: forward(_ids(APPEND_TOKENS, vocab, 3)))
-
-    def decode(logits: torch.Tensor, steps: int) -> torch.Tensor:
-        for _ in range(steps):
-            logits = forward([int(logits.argmax())])
-        return logits
-
-    first_s, logits = _timed(lambda: decode(logits, 1))
-    decode_s, _ = _timed(lambda: decode(logits, decode_tokens))
-    matrices = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    weight_bytes, stream = weight_stream(matrices, torch.bfloat16)
-    return {
-        "dtype": "bfloat16",
-        "int8": False,
-        "compiled": False,
-        "load_s": load_s,
-        "prefill_s": prefill_s,
-        "append_s": append_s,
-        "first_decode_call_s": first_s,
-        "decode_tokens_per_s": decode_tokens / decode_s,
-        "weight_bytes": weight_bytes,
-        "floor_s": _floor(stream),
-    }
-
-
-def _floor(stream: Callable[[], None]) -> float:
-    stream()
-    return statistics.median(_timed(stream)[0] for _ in range(FLOOR_PASSES))
+    peer_rates, peer_floors, results = [], [], []
+    for name in variants:
+        gc.collect()
+        memory.start()
+        session_tokens = APPEND_CONTEXT + (rounds + 1) * ROUND_TOKENS + 8
+        engine, session, timings = _load_and_fill(
+            model_dir, threads, VARIANTS[name], cache_dir, session_tokens
+        )
+        matrices = [
+            w for n, w in engine.model.weights.items() if n.endswith(("proj.weight", "lm_head.weight"))
+        ]
+        weight_bytes, stream = weight_stream(matrices, engine.dtype)
+        # Each call runs ROUND_TOKENS tokens: the one still pending from the last call, then the new ones.
+        decode = functools.partial(session.generate, ROUND_TOKENS, greedy, stop_ids=set())
+        ours, theirs, floors, their_floors = [], [], [], []
+        for _ in range(rounds):
+            ours.append(_timed(decode)[0])
+            theirs.append(_timed(lambda: peer.decode(ROUND_TOKENS))[0])
+            floors.append(_timed(stream)[0])
+            their_floors.append(_timed(peer.stream)[0])
+        peer_rates.append(ROUND_TOKENS * rounds / sum(theirs))
+        peer_floors.append(statistics.median(their_floors))
+        results.append(
+            {
+                "variant": name,
+                "dtype": str(engine.dtype).removeprefix("torch."),
+                "int8": any(isinstance(w, Int8Weight) for w in matrices),
+                "compiled": engine.compile_decode,
+                **timings,
+                "memory_gb": memory.peak_added_gb(),
+                "decode_tokens_per_s": ROUND_TOKENS * rounds / sum(ours),
+                "peer_decode_tokens_per_s": peer_rates[-1],
+                "weight_bytes": weight_bytes,
+                "floor_s": statistics.median(floors),
+            }
+        )
+        del engine, session, decode, stream, matrices
+    peer_rate = statistics.median(peer_rates)
+    results.insert(
+        0,
+        {
+            "variant": PEER,
+            "dtype": "bfloat16",
+            "int8": False,
+            "compiled": False,
+            "load_s": peer.load_s,
+            "prefill_s": peer.prefill_s,
+            "append_s": peer.append_s,
+            "first_decode_call_s": None,
+            "memory_gb": peer.memory_gb,
+            "decode_tokens_per_s": peer_rate,
+            "peer_decode_tokens_per_s": peer_rate,
+            "weight_bytes": peer.weight_bytes,
+            "floor_s": statistics.median(peer_floors),
+        },
+    )
+    for result in results:
+        result |= {"threads": threads, "decode_tokens": ROUND_TOKENS * rounds}
+    return results
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.real_size_cpu", description=__doc__)
-    parser.add_argument("variant", choices=tuple(VARIANTS))
     parser.add_argument("--model", type=Path, required=True)
     parser.add_argument("--threads", type=int, required=True)
-    parser.add_argument("--decode-tokens", type=int, default=16)
+    parser.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), required=True)
+    parser.add_argument("--rounds", type=int, default=2, help=f"decode rounds of {ROUND_TOKENS} tokens each")
     parser.add_argument("--cache-dir", type=Path, required=True, help="kept int8 weights and compiled steps")
     args = parser.parse_args(argv)
-    engine, settings = VARIANTS[args.variant]
-    if engine == "transformers":
-        result = measure_transformers(args.model, args.threads, args.decode_tokens)
-    else:
-        result = measure_sqlscout(args.model, args.threads, args.decode_tokens, args.cache_dir, settings)
-    result |= {
-        "variant": args.variant,
-        "threads": args.threads,
-        "decode_tokens": args.decode_tokens,
-        "peak_rss_gb": _peak_rss_kb() / 1e6,
-    }
-    print(json.dumps(result))
-
-
-def _peak_rss_kb() -> int:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak // 1024 if sys.platform == "darwin" else peak  # bytes on macOS, kilobytes on Linux
+    print(json.dumps(measure(args.model, args.threads, args.variants, args.rounds, args.cache_dir)))
 
 
 if __name__ == "__main__":
