@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from model.engine import Engine
 from model.row_pool import RowPool
 from model.sampling_params import SamplingParams
+from tests.model.emulated_graph import EmulatedCapture
 
 GREEDY = SamplingParams(temperature=0.0)
 
@@ -27,8 +29,13 @@ def _alone(engine, ids: list[int], tokens: int) -> list[int]:
     return session.generate(tokens, GREEDY, set())[0]
 
 
-def test_rows_decoded_together_give_each_sequence_its_own_tokens(engines):
+@pytest.mark.parametrize("captured", [False, True], ids=["eager", "captured"])
+def test_rows_decoded_together_give_each_sequence_its_own_tokens(engines, captured):
     engine = engines["text_tied"]
+    if captured:  # the decode steps replayed on the engine's static cache, as CUDA graphs are on a GPU
+        engine = Engine(
+            engine.model, engine.tokenizer, max_context=engine.max_context, capture=EmulatedCapture()
+        )
     pool = RowPool(engine, max_rows=4)
     prompts = [_prompt(engine, length, seed) for seed, length in enumerate((9, 14, 5))]
     leases = [pool.admit(session, 1, 64) for session, _ in prompts]
