@@ -1,0 +1,1 @@
+"""Many questions at once, against answering them one after another: python -m benchmarks.concurrency."""
