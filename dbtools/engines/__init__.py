@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dbtools.engines.base import ColumnInfo, Database, ForeignKey, QueryResult, TableInfo
 from dbtools.engines.dsn import missing_relative_url_file, parse_dsn
-from dbtools.engines.postgres import PostgresDatabase
 from dbtools.engines.sqlite import SQLiteDatabase
 from dbtools.errors import ConnectionFailedError
 
@@ -19,6 +18,15 @@ __all__ = [
     "TableInfo",
     "open_database",
 ]
+
+
+def __getattr__(name: str):
+    # psycopg takes 0.2 s to import and is absent where only SQLite is used: loaded with the first use.
+    if name == "PostgresDatabase":
+        from dbtools.engines.postgres import PostgresDatabase
+
+        return PostgresDatabase
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_database(
@@ -50,7 +58,7 @@ def open_database(
         raise ConnectionFailedError(missing)
     if parsed.engine == "sqlite":
         return SQLiteDatabase(parsed.target, timeout_s=timeout_s, max_rows=max_rows, max_chars=max_chars)
-    # DuckDB's and PyMySQL's modules take 0.1-0.3 s to import: only a DSN that needs one imports it.
+    # DuckDB's, PyMySQL's and psycopg's modules take 0.1-0.3 s to import: only a DSN needing one imports it.
     if parsed.engine == "duckdb":
         from dbtools.engines.duckdb_engine import DuckDBDatabase
 
@@ -67,6 +75,8 @@ def open_database(
             pool_size=pool_size,
             connect_timeout_s=connect_timeout_s,
         )
+    from dbtools.engines.postgres import PostgresDatabase
+
     return PostgresDatabase(
         parsed.target,
         parsed.display_name,

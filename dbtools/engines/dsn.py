@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-import psycopg.conninfo
-
 from dbtools.errors import ConnectionFailedError
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -111,6 +109,8 @@ def mask_url_password(url: str) -> str:
 
 def mask_password(conninfo: str) -> str:
     """The PostgreSQL DSN with its password replaced by ***, for logs and messages."""
+    import psycopg.conninfo  # only a PostgreSQL DSN needs psycopg (0.2 s to import)
+
     try:
         params = psycopg.conninfo.conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError as exc:
