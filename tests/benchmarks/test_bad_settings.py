@@ -48,6 +48,8 @@ OPTIONS = [
     ("benchmarks.model_cpu", "--repeats", "SQLSCOUT_BENCH_REPEATS", 3, 7),
     ("benchmarks.model_decode", "--shapes", "SQLSCOUT_BENCH_SHAPES", "tiny", "2b"),
     ("benchmarks.gpu_suite", "--bench-budget", "SQLSCOUT_GPU_SUITE_BENCH_BUDGET", 60.0, 30.0),
+    ("benchmarks.gpu_suite", "--budget", "SQLSCOUT_GPU_SUITE_BUDGET", 600.0, 300.0),
+    ("benchmarks.gpu_ask", "--turn-tokens", "SQLSCOUT_BENCH_TURN_TOKENS", 64, 128),
 ]
 # module, option, its variable: a typed option that refuses "lots"
 TYPED = [
@@ -58,6 +60,8 @@ TYPED = [
     ("benchmarks.model_cpu", "--threads", "SQLSCOUT_BENCH_THREADS"),
     ("benchmarks.model_decode", "--context", "SQLSCOUT_BENCH_CONTEXT"),
     ("benchmarks.gpu_suite", "--model-timeout", "SQLSCOUT_GPU_SUITE_MODEL_TIMEOUT"),
+    ("benchmarks.gpu_suite", "--ask-timeout", "SQLSCOUT_GPU_SUITE_ASK_TIMEOUT"),
+    ("benchmarks.gpu_ask", "--shapes", "SQLSCOUT_BENCH_SHAPES"),
 ]
 SWITCHES = [
     ("benchmarks.value_search", "no_write", "SQLSCOUT_BENCH_NO_WRITE"),
