@@ -9,7 +9,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -77,6 +77,8 @@ DEFAULT_RESULT_CHARS = 6_000
 # A count scans a whole table or runs a view's query: one listing spends at most this long counting, and
 # the tables it has no time left for show an unknown row count.
 COUNT_BUDGET_S = 3.0
+# Listings and descriptions remembered until the schema or the data changes (see ScoutTools._remembered).
+MAX_REMEMBERED_RESULTS = 256
 OVERVIEW_URI = "schema://overview"
 # The destructive and idempotent hints mean something only for tools that are not read-only (MCP spec).
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -217,6 +219,26 @@ class ScoutTools:
         self.runner = runner
         self._values: ValueIndex | None = None
         self._index_lock = threading.Lock()
+        # Finished listings and descriptions with the catalog state they were built in: a repeat call costs the
+        # state's check (a schema marker and a data marker) instead of rebuilding and counting.
+        self._results: tuple[object, dict[tuple, CallToolResult]] = (None, {})
+
+    def _remembered(self, key: tuple, build: Callable[[], tuple[CallToolResult, bool]]) -> CallToolResult:
+        """The result `build` made for `key` in the current catalog state, else a new one; `build` says whether its
+        result may be kept (not when a row count is unknown)."""
+        with database_errors():
+            state = self.db.catalog_state()
+        held_state, results = self._results
+        if state is not None and held_state == state and key in results:
+            return results[key]
+        result, keep = build()
+        if state is not None and keep:
+            if held_state != state:
+                results = {}
+                self._results = (state, results)
+            if len(results) < MAX_REMEMBERED_RESULTS:
+                results[key] = result
+        return result
 
     def list_tables(
         self,
@@ -224,6 +246,9 @@ class ScoutTools:
         limit: Annotated[int, Field(ge=1, le=1000)] = 200,
     ) -> CallToolResult:
         """List tables with their column and row counts; pattern filters by substring or glob."""
+        return self._remembered(("list_tables", pattern, limit), partial(self._list_tables, pattern, limit))
+
+    def _list_tables(self, pattern: str | None, limit: int) -> tuple[CallToolResult, bool]:
         with database_errors():
             tables = self.db.tables()
         if pattern:
@@ -248,13 +273,17 @@ class ScoutTools:
             for t in result.tables
         ]
         more = f"; showing {limit}, narrow with a pattern" if result.truncated else ""
-        return structured(result, f"{counted(result.total, 'table')}{more}.", "\n".join(lines))
+        complete = all(t.row_count is not None for t in result.tables)
+        return structured(result, f"{counted(result.total, 'table')}{more}.", "\n".join(lines)), complete
 
     def describe_table(
         self,
         table: Annotated[str, Field(description="schema.table outside public")],
     ) -> CallToolResult:
         """One table's columns, types, keys, foreign keys both ways and CREATE TABLE."""
+        return self._remembered(("describe_table", table), partial(self._describe_table, table))
+
+    def _describe_table(self, table: str) -> tuple[CallToolResult, bool]:
         with database_errors():
             info = self.db.table(table)
             referenced_by = sorted(
@@ -284,7 +313,7 @@ class ScoutTools:
             create_sql=info.create_sql,
         )
         body = info.create_sql + (f"\nreferenced by: {', '.join(referenced_by)}" if referenced_by else "")
-        return structured(result, f"Table {info.name}:", body)
+        return structured(result, f"Table {info.name}:", body), result.row_count is not None
 
     def search_schema(
         self,

@@ -257,6 +257,7 @@ class Database(ABC):
         self._catalog_lock = threading.Lock()
         self._catalog: dict[str, TableInfo] | None = None
         self._catalog_marker: object = None
+        self._catalog_generation = 0  # how many times the catalog was loaded
         self._counts: dict[str, tuple[object, int]] = {}  # table -> (data marker, row count)
         self._table_parts: dict[str, tuple[str, ...]] = {}  # table name -> its SQL name parts, filled on load
 
@@ -361,7 +362,20 @@ class Database(ABC):
             if self._catalog is None or marker != self._catalog_marker:
                 self._catalog = {t.name: t for t in self._load_tables()}
                 self._catalog_marker = marker
+                self._catalog_generation += 1
             return list(self._catalog.values())
+
+    def catalog_state(self) -> object | None:
+        """A value that stays equal while neither the schema nor any table's row count changes, to remember what
+        is derived from both (a listing, a description); None where the engine cannot tell that rows changed.
+
+        Take it before reading what it covers: a change in between then only makes the next call miss."""
+        tables = self.tables()
+        generation = self._catalog_generation
+        data = self._data_marker()
+        if data is None and any(t.row_estimate is None for t in tables):
+            return None
+        return (generation, data)
 
     def table(self, name: str) -> TableInfo:
         """The table called `name` (case-insensitive, quotes allowed); UnknownObjectError with close matches."""

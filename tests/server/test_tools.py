@@ -37,6 +37,41 @@ async def test_list_tables_with_counts_and_patterns(shop_server, shop_db):
     assert "orders (5 columns, 12 rows)" in fenced_body(everything.content[0].text)
 
 
+async def test_listing_and_description_follow_schema_and_data_changes(tmp_path):
+    """Listings and descriptions are remembered between calls, and never past a change to the rows or the schema."""
+    path = tmp_path / "changing.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO items (name) VALUES ('a'), ('b')")
+    db = open_database(str(path), timeout_s=5.0)
+
+    async def listing_and_description(client: Client) -> tuple[dict, dict]:
+        listing = (await client.call_tool("list_tables", {})).structured_content
+        described = (await client.call_tool("describe_table", {"table": "items"})).structured_content
+        return {t["name"]: t["row_count"] for t in listing["tables"]}, described
+
+    try:
+        async with Client(build_server(Settings(timeout=5.0), db)) as client:
+            counts, described = await listing_and_description(client)
+            assert (counts, described["row_count"]) == ({"items": 2}, 2)
+            assert await listing_and_description(client) == (counts, described)
+
+            with sqlite3.connect(path) as conn:
+                conn.execute("INSERT INTO items (name) VALUES ('c')")
+            counts, described = await listing_and_description(client)
+            assert (counts, described["row_count"]) == ({"items": 3}, 3)
+
+            with sqlite3.connect(path) as conn:
+                conn.execute("ALTER TABLE items ADD COLUMN price REAL")
+                conn.execute("CREATE TABLE tags (item_id INTEGER REFERENCES items(id))")
+            counts, described = await listing_and_description(client)
+            assert counts == {"items": 3, "tags": 0}
+            assert [c["name"] for c in described["columns"]] == ["id", "name", "price"]
+            assert described["referenced_by"] == ["tags"]
+    finally:
+        db.close()
+
+
 async def test_row_counts_of_slow_views_share_one_budget(tmp_path, monkeypatch):
     """Counting a view runs its query: a listing must not take the statement timeout once per view."""
     import sqlite3
