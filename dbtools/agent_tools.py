@@ -151,8 +151,7 @@ class AgentToolbox:
     def _sample_rows(self, table_name: str, limit: object = SAMPLE_ROWS_DEFAULT) -> ToolOutput:
         table = self.db.table(table_name)
         count = _limit("sample_rows", limit, SAMPLE_ROWS_MAX)
-        # `count` is a validated int, so it may be written into the SQL text.
-        result = self.db.query(f"SELECT * FROM {self.db.quote(table.name)} LIMIT {count}", max_rows=count)
+        result = self.db.table_rows(table, count)
         return ToolOutput(text=_render_rows(result, len(result.rows)), tables=(table.name,), result=result)
 
     def _distinct_values(

@@ -370,9 +370,7 @@ class ScoutTools:
         """The first rows of a table."""
         with database_errors():
             info = self.db.table(table)
-            limit = min(limit, self.settings.max_rows)
-            sql = f"SELECT * FROM {self.db.quote(info.name)} LIMIT {limit}"
-            return self._rows_result(self.db.query(sql, max_rows=limit))
+            return self._rows_result(self.db.table_rows(info, min(limit, self.settings.max_rows)))
 
     def run_query(
         self,

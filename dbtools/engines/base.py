@@ -272,6 +272,25 @@ class Database(ABC):
     ) -> QueryResult:
         """Validate `sql` with the read-only policy, then run it read-only under the timeout and caps."""
         self._check(sql)
+        return self._query_checked(sql, max_rows=max_rows, max_chars=max_chars, timeout_s=timeout_s)
+
+    def table_rows(self, table: TableInfo, limit: int, *, timeout_s: float | None = None) -> QueryResult:
+        """The first `limit` rows of a table from the catalog, read-only under the timeout and caps.
+
+        The statement is built here from the quoted catalog name and an integer, so it skips the parser's policy,
+        which is there for SQL that users and models write; the engine's own read-only guards still apply."""
+        sql = f"SELECT * FROM {self.quote(table.name)} LIMIT {int(limit)}"
+        return self._query_checked(sql, max_rows=limit, timeout_s=timeout_s)
+
+    def _query_checked(
+        self,
+        sql: str,
+        *,
+        max_rows: int | None = None,
+        max_chars: int | None = None,
+        timeout_s: float | None = None,
+    ) -> QueryResult:
+        """Run a statement that passed the policy (or that this program built) under the timeout and caps."""
         caps = ResultCaps(max_rows or self.max_rows, min(max_chars or self.max_chars, self.max_chars))
         started = time.perf_counter()
         described = self._run_capped(sql, caps, timeout_s or self.timeout_s)

@@ -206,6 +206,34 @@ async def test_sample_rows_and_the_fence_holds_against_injected_text(shop_server
     assert INJECTION in fenced_body(text)
 
 
+@pytest.mark.parametrize(
+    "name",
+    ['customers"; DROP TABLE customers; --', "customers LIMIT 1; SELECT 1", "customers) UNION SELECT 1 --"],
+)
+async def test_sample_rows_takes_only_a_catalog_table(shop_server, name):
+    """sample_rows builds its SQL from the catalog's name: anything else in the argument is a name not found."""
+    async with Client(shop_server) as client:
+        refused = await client.call_tool("sample_rows", {"table": name})
+        still_there = await client.call_tool("sample_rows", {"table": "customers", "limit": 1})
+    assert refused.is_error and "Not found:" in refused.content[0].text
+    assert still_there.structured_content["row_count"] == 1
+
+
+async def test_sample_rows_quotes_names_with_quotes_and_keywords(tmp_path):
+    path = tmp_path / "odd.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute('CREATE TABLE "odd ""name"" select" ("from" INTEGER, "a""b" TEXT)')
+        conn.execute('INSERT INTO "odd ""name"" select" VALUES (1, \'x\'), (2, \'y\')')
+    db = open_database(str(path), timeout_s=5.0)
+    try:
+        async with Client(build_server(Settings(timeout=5.0), db)) as client:
+            result = await client.call_tool("sample_rows", {"table": 'odd "name" select', "limit": 1})
+    finally:
+        db.close()
+    assert result.structured_content["columns"] == ["from", 'a"b']
+    assert result.structured_content["rows"] == [[1, "x"]]
+
+
 async def test_run_query_results_caps_and_errors(shop_server):
     async with Client(shop_server) as client:
         counted = await client.call_tool(
