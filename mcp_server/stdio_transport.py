@@ -1,5 +1,5 @@
-"""The stdio transport: a client that hangs up ends it quietly, and a person who starts the server in a terminal
-sees a hint and gets a Ctrl-C that works."""
+"""The stdio transport: pipes served on the event loop where they can be (stdio_pipes), a client that hangs up
+ends it quietly, and a person who starts the server in a terminal sees a hint and gets a Ctrl-C that works."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
+import anyio
 from mcp.server.mcpserver import MCPServer
+
+from mcp_server.stdio_pipes import pipes_usable, serve_on_pipes
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +37,9 @@ def serve_stdio(server: MCPServer) -> None:
     """Serve MCP over stdin/stdout until the client closes them; in a terminal, say what the server waits for
     and let Ctrl-C end it."""
     with hang_up_ends_serving():
+        if pipes_usable():
+            anyio.run(serve_on_pipes, server)
+            return
         if not stdin_is_terminal():
             server.run("stdio")
             return
