@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -39,15 +40,18 @@ SERVE_EPILOG = """other commands:
 def add_settings_options(parser: configargparse.ArgumentParser) -> None:
     group = parser.add_argument_group("settings (flag, or environment variable)")
     for option in OPTIONS:
+        kinds = (
+            {"action": argparse.BooleanOptionalAction}
+            if option.switch
+            else {"type": option.parse, "choices": option.choices, "metavar": option.metavar}
+        )
         group.add_argument(
             option.flag,
             dest=option.field,
-            type=option.parse,
-            choices=option.choices,
             default=None,  # Settings holds the defaults
-            metavar=option.metavar,
             env_var=option.env,
             help=option.help,
+            **kinds,
         )
 
 

@@ -60,7 +60,9 @@ def stdio_launch(settings: Settings) -> tuple[str, list[str], dict[str, str]]:
         if option.field not in values or option.field in HTTP_ONLY_FIELDS:
             continue
         value = str(values[option.field])
-        if option.secret or (option.field == "dsn" and dsn_has_password(value)):
+        if option.switch:
+            args.append(option.flag)  # a switch differs from its default (off) only when on
+        elif option.secret or (option.field == "dsn" and dsn_has_password(value)):
             env[option.env] = value
         else:
             args += [option.flag, value]

@@ -70,6 +70,7 @@ class ModelRunner:
                     raise PolicyConfigError(f"no text-to-SQL model is configured: {MODEL_SETUP_HINT}")
                 where = self.settings.model or self.settings.endpoint
                 log.info("loading the text-to-SQL model from %s", where)
+                keeps_files = self.settings.quantize or self.settings.compile
                 try:
                     self._policy = build_policy(
                         model_dir=self.settings.model,
@@ -82,8 +83,9 @@ class ModelRunner:
                         dtype=self.settings.dtype,
                         quantize=self.settings.quantize,
                         threads=self.settings.threads,
-                        cache_dir=cache_dir() / ENGINE_CACHE if self.settings.quantize else None,
+                        cache_dir=cache_dir() / ENGINE_CACHE if keeps_files else None,
                         max_batch_rows=self.settings.max_batch_rows,
+                        compile_sampling=self._sampling() if self.settings.compile else None,
                     )
                 except PolicyConfigError:
                     raise
@@ -94,14 +96,15 @@ class ModelRunner:
                 token_budget=self.settings.token_budget,
                 samples=self.settings.samples,
                 max_result_rows=self.settings.max_rows,
-                sampling=SamplingParams(
-                    temperature=self.settings.temperature,
-                    top_p=self.settings.top_p,
-                    top_k=self.settings.top_k,
-                ),
+                sampling=self._sampling(),
             )
             self._agent = Agent(self.db, self._policy, config)
         return self._agent
+
+    def _sampling(self) -> SamplingParams:
+        return SamplingParams(
+            temperature=self.settings.temperature, top_p=self.settings.top_p, top_k=self.settings.top_k
+        )
 
     def ask(
         self,

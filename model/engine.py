@@ -164,6 +164,13 @@ class Engine:
             compile_decode=compile_decode,
         )
 
+    def warm_up(self, sampling: SamplingParams) -> None:
+        """Run one decode step in sampling's mode on a scratch row, so that compiling the step (compile_decode)
+        happens now rather than in the first request."""
+        session = self.new_session(1, max_tokens=4)
+        session.append([0])
+        session.generate(2, sampling, stop_ids=set())  # n tokens run n - 1 decode steps
+
     def new_session(self, batch_size: int = 1, max_tokens: int | None = None) -> Session:
         """A session of batch_size empty rows, each holding up to max_tokens (default max_context) tokens."""
         return Session(self, batch_size, max_tokens or self.max_context)

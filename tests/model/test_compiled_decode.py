@@ -61,3 +61,17 @@ def test_compiled_decoding_matches_eager_decoding(small_engine):
     states = zip(got.cache.conv + got.cache.recurrent, eager.cache.conv + eager.cache.recurrent, strict=True)
     for mine, theirs in states:
         torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-4)
+
+
+def test_warming_up_compiles_the_step_a_later_session_of_one_row_runs(small_engine):
+    compiled = Engine(small_engine.model, small_engine.tokenizer, max_context=128, compile_decode=True)
+    sampling = SamplingParams(temperature=0.7, top_k=10, top_p=0.8, seed=1)  # a mode no other test compiles
+    graphs = torch._dynamo.utils.counters["stats"]
+    before = graphs["unique_graphs"]
+    compiled.warm_up(sampling)
+    warmed = graphs["unique_graphs"]
+    session = compiled.new_session(max_tokens=64)
+    session.append([3, 4, 5, 6, 7])
+    session.generate(6, sampling, stop_ids=set())
+    assert warmed > before, "warm_up compiled nothing"
+    assert graphs["unique_graphs"] == warmed, "the session compiled the step again"

@@ -8,6 +8,7 @@ from mcp_server.agent.errors import PolicyConfigError
 from mcp_server.agent.policies.base import Completion, Policy, PolicyRun
 from mcp_server.agent.policies.endpoint import ENDPOINT_RETRIES, ENDPOINT_TIMEOUT_S, EndpointPolicy
 from model.errors import DOWNLOAD_HINT, missing_local_engine
+from model.sampling_params import SamplingParams
 
 __all__ = ["Completion", "Policy", "PolicyRun", "build_policy"]
 
@@ -35,12 +36,14 @@ def build_policy(
     threads: int | None = None,
     cache_dir: Path | None = None,
     max_batch_rows: int = MAX_BATCH_ROWS,
+    compile_sampling: SamplingParams | None = None,
 ) -> Policy:
     """The endpoint policy when an endpoint is given (a model directory then only lends its tokenizer and
     prompts; each request waits up to endpoint_timeout_s and a failed one is tried endpoint_retries more
     times), else the local engine on the model directory (device, dtype name, quantization, CPU threads and
-    the directory that keeps int8 weights between runs, as Engine.load takes them), decoding up to
-    max_batch_rows episode rows of all questions together."""
+    the directory that keeps int8 weights and compiled steps between runs, as Engine.load takes them), decoding
+    up to max_batch_rows episode rows of all questions together; with compile_sampling its CPU decode step is
+    compiled for that sampling while loading."""
     if model_dir is not None and not Path(model_dir).is_dir():
         raise PolicyConfigError(f"model directory {str(model_dir)!r} does not exist; {MODEL_SETUP_HINT}")
     if endpoint:
@@ -70,5 +73,6 @@ def build_policy(
             threads=threads,
             cache_dir=cache_dir,
             max_batch_rows=max_batch_rows,
+            compile_sampling=compile_sampling,
         )
     raise PolicyConfigError(f"no text-to-SQL model is configured: {MODEL_SETUP_HINT}")

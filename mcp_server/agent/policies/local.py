@@ -4,6 +4,7 @@ sequence exactly as sampled."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +23,8 @@ from model.engine import Engine
 from model.row_pool import Lease
 from model.sampling_params import SamplingParams
 from model.shared_prefix import SharedPrefix
+
+log = logging.getLogger(__name__)
 
 OUT_OF_MEMORY_HINT = (
     "lower --token-budget or --samples (SQLSCOUT_TOKEN_BUDGET, SQLSCOUT_SAMPLES), free memory on the device, "
@@ -145,8 +148,10 @@ class LocalPolicy:
         threads: int | None = None,
         cache_dir: Path | None = None,
         max_batch_rows: int = MAX_BATCH_ROWS,
+        compile_sampling: SamplingParams | None = None,
     ) -> LocalPolicy:
-        """The engine on model_dir; dtype is a torch dtype's name ("bfloat16", "float32"), None for the default."""
+        """The engine on model_dir; dtype is a torch dtype's name ("bfloat16", "float32"), None for the default.
+        With compile_sampling the CPU decode step runs through torch.compile, compiled here for that sampling."""
         engine = Engine.load(
             model_dir,
             device=device,
@@ -154,7 +159,13 @@ class LocalPolicy:
             quantize=quantize,
             threads=threads,
             cache_dir=cache_dir,
+            compile_decode=compile_sampling is not None,
         )
+        if compile_sampling is not None:
+            log.info("compiling the decode step (minutes the first time, less with the compile cache)")
+            started = time.perf_counter()
+            engine.warm_up(compile_sampling)
+            log.info("decode step compiled in %.0f s", time.perf_counter() - started)
         return cls(engine, load_prompts(model_dir), max_batch_rows)
 
     def start(self, prompt: str, samples: int, max_tokens: int) -> LocalRun:
