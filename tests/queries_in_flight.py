@@ -27,7 +27,7 @@ class QueriesInFlight:
         run_capped = db._run_capped
 
         def counted(sql, caps, timeout_s):
-            keep = caps.add
+            keep, keep_rows = caps.add, caps.add_rows
             entered = False
 
             def first_row_waits(row):
@@ -37,7 +37,15 @@ class QueriesInFlight:
                     self._enter()
                 return keep(row)
 
+            def first_rows_wait(rows):
+                nonlocal entered
+                if not entered and len(rows):
+                    entered = True
+                    self._enter()
+                return keep_rows(rows)
+
             caps.add = first_row_waits
+            caps.add_rows = first_rows_wait
             try:
                 return run_capped(sql, caps, timeout_s)
             finally:

@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 _PLAIN_TEXT = {str, int, float, bool, type(None)}
 # JSON scalars as they are (so are finite floats).
 _JSON_NATIVE = {str, int, bool, type(None)}
+_NUMBERS = {int, float, bool}
 # SQLite's storage classes, by the Python type its values arrive as.
 _STORED_TYPES = {int: "integer", float: "real", str: "text", bytes: "blob"}
 
@@ -91,7 +92,9 @@ class QueryResult:
             "sql": self.sql,
             "columns": list(self.columns),
             "column_types": list(self.column_types),
-            "rows": [
+            "rows": [list(row) for row in self.rows]
+            if _all_json_native(self.rows)
+            else [
                 [
                     v if type(v) in _JSON_NATIVE or (type(v) is float and math.isfinite(v)) else _json_cell(v)
                     for v in row
@@ -103,6 +106,23 @@ class QueryResult:
             "truncation": self.truncation,
             "elapsed_ms": round(self.elapsed_ms, 3),
         }
+
+
+def _all_json_native(rows: Sequence[tuple]) -> bool:
+    """Whether every cell is a JSON scalar as it is, checked a column at a time (most columns hold one type)."""
+    for column in zip(*rows, strict=True):
+        kinds = set(map(type, column))
+        if float not in kinds:
+            if not kinds <= _JSON_NATIVE:
+                return False
+        elif kinds <= _NUMBERS:
+            if not all(map(math.isfinite, column)):
+                return False
+        elif not kinds <= _JSON_NATIVE | {float} or not all(
+            math.isfinite(v) for v in column if type(v) is float
+        ):
+            return False
+    return True
 
 
 def _json_cell(value: object) -> object:
@@ -176,6 +196,22 @@ class ResultCaps:
     chars: int = 0
     truncation: str | None = None
     clipped: bool = False  # the first row alone was over the character cap and its long values were cut
+
+    def add_rows(self, rows: Sequence[tuple]) -> bool:
+        """add() each of `rows` in turn, False once the result must stop; rows well within both caps are kept
+        without add()'s checks one by one."""
+        room = self.max_rows - len(self.collected)
+        collected, lines, budget = self.collected, self.lines, self.max_chars - 1
+        for row in rows[:room] if len(rows) > room else rows:
+            line = " | ".join([str(v) if type(v) in _PLAIN_TEXT else cell_text(v) for v in row])
+            if self.chars + len(line) > budget:
+                if not self.add(row):  # the character cap, or a first row over it alone, in add()'s words
+                    return False
+                continue
+            collected.append(row)
+            lines.append(line)
+            self.chars += len(line) + 1
+        return len(rows) <= room or self.add(rows[room])
 
     def add(self, row: tuple) -> bool:
         """Keep `row` if it fits under the caps; False once the result must stop here."""

@@ -122,7 +122,7 @@ class DuckDBDatabase(Database):
             # A column of NULL literals has DuckDB's type "NULL", which says no more than no type.
             columns = [(d[0], None if str(d[1]) == '"NULL"' else str(d[1])) for d in cursor.description or ()]
             while batch := cursor.fetchmany(256):
-                if not all(caps.add(row) for row in batch):
+                if not caps.add_rows(batch):
                     break
             return columns
 

@@ -206,7 +206,7 @@ class MySQLDatabase(Database):
             cursor.execute(sql)
             columns = [(d[0], _TYPE_NAMES.get(d[1])) for d in cursor.description or ()]
             while batch := cursor.fetchmany(256):
-                if not all(caps.add(row) for row in batch):
+                if not caps.add_rows(batch):
                     # Reading the rest to reuse the connection could take long: it is closed instead.
                     conn.drop_unread_result()
                     break

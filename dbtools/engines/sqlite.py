@@ -155,7 +155,7 @@ class SQLiteDatabase(Database):
                 columns = [(d[0], None) for d in cursor.description or ()]  # SQLite types values, not columns
                 while True:
                     batch = cursor.fetchmany(256)
-                    if not batch or not all(caps.add(row) for row in batch):
+                    if not batch or not caps.add_rows(batch):
                         break
             return columns
 

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from dbtools.agent_tools import AgentToolbox
+from dbtools.engines.base import QueryResult, ResultCaps
 from dbtools.errors import QueryError, QueryTimeoutError
 from tests.queries_in_flight import QueriesInFlight
 
@@ -224,3 +225,33 @@ def test_sqlite_refuses_values_too_large_to_build_within_the_timeout(sqlite_dsn,
 def test_a_timeout_that_never_expires_is_refused(sqlite_dsn, open_db, timeout_s):
     with pytest.raises(ValueError, match="must be positive"):
         open_db(sqlite_dsn, timeout_s=timeout_s)
+
+
+@pytest.mark.parametrize(
+    ("max_rows", "max_chars", "batch"),
+    [(5, 10_000, 3), (5, 10_000, 256), (300, 10_000, 256), (300, 400, 256), (300, 400, 7), (3, 20, 256)],
+)
+def test_rows_added_by_batch_keep_what_one_by_one_keeps(max_rows, max_chars, batch):
+    """ResultCaps.add_rows stops where add() does, with the same rows, lines and reason."""
+    rows = [(i, f"name {i}", i / 3, None, b"\x01" if i % 7 else "x" * 30) for i in range(400)]
+    one_by_one = ResultCaps(max_rows, max_chars)
+    for row in rows:
+        if not one_by_one.add(row):
+            break
+    by_batch = ResultCaps(max_rows, max_chars)
+    for start in range(0, len(rows), batch):
+        if not by_batch.add_rows(rows[start : start + batch]):
+            break
+    assert by_batch == one_by_one
+
+
+def test_to_dict_of_plain_and_mixed_columns():
+    rows = [(1, "a", 1.5, None, True), (2, None, float("inf"), 2.5, False), (3, "c", 2, b"\xff", None)]
+    result = QueryResult("SELECT 1", list("abcde"), rows, 3, False, 1.0)
+    assert result.to_dict()["rows"] == [
+        [1, "a", 1.5, None, True],
+        [2, None, "inf", 2.5, False],
+        [3, "c", 2, "\\xff", None],
+    ]
+    plain = QueryResult("SELECT 1", ["a", "b"], [(1, "x"), (2, None)], 2, False, 1.0)
+    assert plain.to_dict()["rows"] == [[1, "x"], [2, None]]

@@ -176,3 +176,21 @@ def test_unparsable_text_with_several_statements_is_refused_before_any_engine_se
 def test_unparsable_text_ending_in_a_semicolon_is_one_statement():
     with pytest.raises(UnparsableQueryError):
         check_query("SELECT * FROM users WHERE;", "sqlite")
+
+
+def test_a_statement_that_passed_is_not_parsed_again_and_a_refused_one_always_is(monkeypatch):
+    import dbtools.safety
+
+    parsed: list[str] = []
+    parse = dbtools.safety._check_statement
+    monkeypatch.setattr(
+        dbtools.safety, "_check_statement", lambda sql, d: (parsed.append(sql), parse(sql, d))
+    )
+    accepted = f"SELECT {id(parsed)} AS remembered"
+    for _ in range(3):
+        check_query(accepted, "sqlite")
+    for _ in range(2):
+        with pytest.raises(UnsafeQueryError):
+            check_query("DELETE FROM users", "sqlite")
+    check_query(accepted, "postgres")  # another dialect's verdict is its own
+    assert parsed == [accepted, "DELETE FROM users", "DELETE FROM users", accepted]
