@@ -282,6 +282,9 @@ class Database(ABC):
     placeholder: str  # parameter marker for stream(): "?" (SQLite, DuckDB) or "%s" (PostgreSQL, MySQL)
     # Whether TableInfo.create_sql already shows the table's and columns' comments (MySQL's COMMENT clauses).
     create_sql_has_comments = False
+    # Seconds a schema check is reused: 0 checks at every call; an engine whose check reads big catalogs reuses
+    # it, so a schema change shows within that time.
+    schema_check_interval_s = 0.0
 
     def __init__(self, display_name: str, *, timeout_s: float, max_rows: int, max_chars: int) -> None:
         if not (math.isfinite(timeout_s) and timeout_s > 0) or max_rows < 1 or max_chars < 1:
@@ -294,6 +297,7 @@ class Database(ABC):
         self._catalog: dict[str, TableInfo] | None = None
         self._catalog_marker: object = None
         self._catalog_generation = 0  # how many times the catalog was loaded
+        self._schema_check: tuple[object, float] | None = None  # the last schema marker and when it was read
         self._counts: dict[str, tuple[object, int]] = {}  # table -> (data marker, row count)
         self._table_parts: dict[str, tuple[str, ...]] = {}  # table name -> its SQL name parts, filled on load
 
@@ -412,7 +416,7 @@ class Database(ABC):
 
     def tables(self) -> list[TableInfo]:
         """Every user table and view, in catalog order; reloaded when the schema changes."""
-        marker = self._schema_marker()
+        marker = self._checked_schema_marker()
         with self._catalog_lock:
             if self._catalog is None or marker != self._catalog_marker:
                 self._catalog = {t.name: t for t in self._load_tables()}
@@ -454,6 +458,16 @@ class Database(ABC):
     @abstractmethod
     def _schema_marker(self) -> object:
         """A cheap value that changes whenever the schema does."""
+
+    def _checked_schema_marker(self) -> object:
+        """The schema marker, read again once the last reading is schema_check_interval_s old."""
+        # One tuple, replaced whole: threads racing here at worst both read the marker.
+        last = self._schema_check
+        if last is not None and time.monotonic() - last[1] < self.schema_check_interval_s:
+            return last[0]
+        marker = self._schema_marker()
+        self._schema_check = (marker, time.monotonic())
+        return marker
 
     def row_count(self, info: TableInfo, *, timeout_s: float) -> int | None:
         """The catalog's row estimate where the engine keeps one (PostgreSQL), else a count, remembered while the

@@ -4,7 +4,6 @@ server's statement time limit and a KILL QUERY at the timeout, its session wiped
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -36,9 +35,6 @@ KILL_GRACE_S = 0.25
 # Statement interrupted: MariaDB's max_statement_time, MySQL's max_execution_time, KILL QUERY.
 _TIMEOUT_CODES = frozenset({1969, 3024, 1317})
 _CANNOT_CONNECT_CODES = frozenset({2002, 2003})
-# MariaDB reads every table's definition to answer the catalog views (about 25 ms for 150 tables), and every tool
-# call checks the schema: a check is reused for this long, so a schema change shows within it.
-SCHEMA_CHECK_INTERVAL_S = 2.0
 # InnoDB's row count in the catalog is an estimate; counting a big table scans it, so past this size the
 # estimate is shown instead.
 ESTIMATE_ABOVE_ROWS = 100_000
@@ -105,6 +101,8 @@ class MySQLDatabase(Database):
     dialect = "mysql"
     placeholder = "%s"
     create_sql_has_comments = True  # SHOW CREATE TABLE writes them as COMMENT clauses
+    # MariaDB reads every table's definition to answer the catalog views (about 25 ms for 150 tables).
+    schema_check_interval_s = 2.0
 
     def __init__(
         self,
@@ -129,8 +127,6 @@ class MySQLDatabase(Database):
         address = args.get("unix_socket") or f"{args['host']}:{args['port']}"
         self._warn_about_privileges(first, display_name)
         self._pool = MySQLPool(args, size=pool_size, server=f"{flavour} at {address}", first=first)
-        self._marker_lock = threading.Lock()
-        self._marker: tuple[object, float] | None = None  # the last schema marker and when it was read
 
     @staticmethod
     def _warn_about_privileges(conn: MySQLConnection, display_name: str) -> None:
@@ -248,13 +244,7 @@ class MySQLDatabase(Database):
         return max(self.timeout_s, 30.0)
 
     def _schema_marker(self) -> object:
-        with self._marker_lock:
-            if self._marker is not None and time.monotonic() - self._marker[1] < SCHEMA_CHECK_INTERVAL_S:
-                return self._marker[0]
-        marker = list(self.stream(_SCHEMA_MARKER_SQL, timeout_s=self._catalog_timeout()))[0]
-        with self._marker_lock:
-            self._marker = (marker, time.monotonic())
-        return marker
+        return list(self.stream(_SCHEMA_MARKER_SQL, timeout_s=self._catalog_timeout()))[0]
 
     def _load_tables(self) -> list[TableInfo]:
         with self._call(self._catalog_timeout()) as conn, conn.cursor() as cursor:

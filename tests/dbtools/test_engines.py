@@ -203,6 +203,25 @@ def test_catalog_follows_schema_changes(tmp_path, open_db):
     assert db.table("late_table").foreign_keys == (ForeignKey(("user_id",), "users", ("id",)),)
 
 
+def test_a_schema_check_is_reused_for_the_engines_interval(tmp_path, open_db, monkeypatch):
+    path = tmp_path / "checked.sqlite"
+    build_sqlite(str(path))
+    db = open_db(str(path))
+    reads = []
+    read_marker = db._schema_marker
+    monkeypatch.setattr(db, "_schema_marker", lambda: reads.append(1) or read_marker())
+    db.tables(), db.tables()
+    assert len(reads) == 2, "SQLite's check is cheap: every call makes it"
+    monkeypatch.setattr(db, "schema_check_interval_s", 1.5)
+    db.tables(), db.tables(), db.table("users")
+    assert len(reads) == 2, "within the interval the last check stands"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE late_table (id INTEGER PRIMARY KEY)")
+    assert "late_table" not in {t.name for t in db.tables()}
+    time.sleep(1.6)
+    assert "late_table" in {t.name for t in db.tables()} and len(reads) == 3
+
+
 @pytest.mark.postgres
 def test_postgres_catalog_and_fingerprint_follow_changes(postgres_dsn, open_db):
     db = open_db(postgres_dsn)
@@ -211,6 +230,11 @@ def test_postgres_catalog_and_fingerprint_follow_changes(postgres_dsn, open_db):
         conn.execute("CREATE TABLE late_table (id INTEGER PRIMARY KEY)")
         conn.execute("INSERT INTO products SELECT g, 'extra', 1 FROM generate_series(1000, 3000) g")
     try:
+        # The schema check is reused for a while: the new table shows once it has run again.
+        assert db.schema_check_interval_s <= 5
+        deadline = time.monotonic() + db.schema_check_interval_s + 5
+        while "late_table" not in {t.name for t in db.tables()} and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert db.table("late_table").name == "late_table"
         deadline = time.monotonic() + 10
         while db.fingerprint("products") == before and time.monotonic() < deadline:

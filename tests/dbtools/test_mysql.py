@@ -65,8 +65,8 @@ def test_a_select_only_account_sees_only_what_it_may_read_and_is_not_warned_abou
 
 
 def test_catalog_and_fingerprint_follow_changes(mysql_dsn, monkeypatch, open_db):
-    monkeypatch.setattr(dbtools.engines.mysql, "SCHEMA_CHECK_INTERVAL_S", 0.0)
     db = open_db(mysql_dsn)
+    monkeypatch.setattr(db, "schema_check_interval_s", 0.0)
     before = db.fingerprint("products")
     assert "late_table" not in {t.name for t in db.tables()}
     with mysql_connection(mysql_dsn) as conn, conn.cursor() as cursor:
