@@ -7,6 +7,7 @@ import select
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from itertools import islice
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -19,6 +20,13 @@ from dbtools.engines.postgres_value_cap import capped_statement
 from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError
 
 logger = logging.getLogger(__name__)
+
+# A query's rows are read about this many values at a time: libpq 17 and newer hand over a chunk of rows per
+# result (chunked rows mode) instead of one result per row, which costs psycopg an object and a wait per row.
+# Each value is cut at the character cap, so a chunk bounds the memory a result holds beyond what is kept.
+CHUNK_VALUES = 256
+MAX_CHUNK_ROWS = 64
+_CHUNKED_ROWS = psycopg.pq.version() >= 170000
 
 _USER_SCHEMAS = (
     "n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%' "
@@ -154,11 +162,18 @@ class PostgresDatabase(Database):
             # One row past the cap, so that the cap still sees that more rows exist.
             capped = capped_statement(sql, type_oids, caps.max_chars, caps.max_rows + 1)
             # stream() always uses the extended protocol: one statement, never a script.
-            rows = cursor.stream(capped.sql if capped else sql)
-            for row in rows:
-                if not caps.add(capped.restore(row) if capped else row):
-                    rows.close()
+            chunk = min(MAX_CHUNK_ROWS, max(1, CHUNK_VALUES // max(1, len(type_oids))))
+            rows = cursor.stream(capped.sql if capped else sql, size=chunk if _CHUNKED_ROWS else 1)
+            read = 0
+            while batch := list(islice(rows, chunk)):
+                read += len(batch)
+                if not caps.add_rows([capped.restore(row) for row in batch] if capped else batch):
                     break
+            if capped and read == caps.max_rows + 1:
+                # The LIMIT has ended the statement: reading its end costs less than the cancel close() sends.
+                for _ in rows:
+                    pass
+            rows.close()
             return _columns(conn, described)
 
     def _plan(self, sql: str, timeout_s: float) -> str:

@@ -1,5 +1,5 @@
-"""A TCP proxy for fault tests: it counts the bytes a server sends and can cut every connection, as a
-proxy's idle timeout or a network failover would."""
+"""A TCP proxy for fault tests: it counts the connections made through it and the bytes a server sends, and can
+cut every connection, as a proxy's idle timeout or a network failover would."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ class TcpProxy:
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
         self.bytes_from_server = 0
+        self.connections = 0  # accepted so far
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -27,6 +28,7 @@ class TcpProxy:
                 return  # closed
             server = socket.create_connection(("127.0.0.1", self.target_port))
             with self._lock:
+                self.connections += 1
                 self._sockets += [client, server]
             threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()

@@ -235,6 +235,23 @@ def test_a_result_stopped_at_the_row_cap_is_cancelled_not_read_to_the_end(open_p
     assert elapsed < SLACK_S  # reading all 100 million rows takes minutes
 
 
+def test_a_result_that_reaches_its_limit_is_read_to_its_end_not_cancelled(server, open_pg):
+    """The wrapper's LIMIT ends a capped statement one row past the cap: its end is read on the same connection
+    instead of a cancel request, which libpq sends over a connection of its own."""
+    proxy = TcpProxy(server.port)
+    try:
+        db = open_pg(f"postgresql://postgres@127.0.0.1:{proxy.port}/postgres", max_rows=10)
+        db.query("SELECT 1")
+        before = proxy.connections
+        for _ in range(3):
+            result = db.query("SELECT g FROM generate_series(1, 100000) g")
+            assert result.row_count == 10 and result.truncated
+        assert proxy.connections == before
+        assert db.query("SELECT 2").rows == [(2,)]
+    finally:
+        proxy.close()
+
+
 def test_a_huge_value_is_cut_before_it_leaves_the_server(server, open_pg):
     """libpq reads a whole row at once: a 50 MB value would travel whole before the character cap cut it."""
     proxy = TcpProxy(server.port)
