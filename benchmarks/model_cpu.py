@@ -33,6 +33,7 @@ import torch
 from benchmarks.model_results import record_section
 from benchmarks.real_size_cpu import ROUND_TOKENS, VARIANTS
 from benchmarks.weight_stream import weight_stream
+from model.cpu import native_bf16
 from model.engine import Engine
 from model.sampling_params import SamplingParams
 
@@ -54,14 +55,15 @@ MID_SIZE_CONFIG = dict(
     rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25},
 )
 SECTION = "Model engine (CPU)"
-REAL_SIZE_SECTION = "Model engine at the real Qwen3.5-2B size (CPU)"
 REAL_SIZE_VARIANTS = (
     "sqlscout-default",
     "sqlscout-int8",
     "sqlscout-bf16",
     "sqlscout-int8-compiled",
 )
-RAW_REAL_SIZE = Path(__file__).resolve().parent / "results" / "model_cpu_real_size.json"
+# The default dtype, and so what the real-size run measures, depends on whether the CPU multiplies bf16 natively:
+# each kind of CPU keeps its own section, raw numbers and plot.
+REAL_SIZE_KINDS = {True: ("native bf16", "bf16"), False: ("no native bf16", "fp32")}
 # An agent episode: a 700-token prompt, then 6 rounds of a 300-token tool result and 250 generated tokens.
 EPISODE_ROUNDS, EPISODE_GENERATED = 6, 250
 
@@ -206,12 +208,25 @@ def report(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def real_size_outputs() -> tuple[str, Path, Path]:
+    """This CPU kind's RESULTS.md section title, raw numbers file and plot file for the real-size run."""
+    from benchmarks.plots import RESULTS_DIR
+
+    kind, suffix = REAL_SIZE_KINDS[native_bf16()]
+    return (
+        f"Model engine at the real Qwen3.5-2B size (CPU, {kind})",
+        RESULTS_DIR / f"model_cpu_real_size_{suffix}.json",
+        RESULTS_DIR / f"model_cpu_real_size_{suffix}.png",
+    )
+
+
 def run_real_size(threads: list[int], variants: list[str], rounds: int) -> list[dict]:
     """Per thread count, one process measuring every variant side by side with transformers bf16."""
     from benchmarks.real_size_checkpoint import real_size_checkpoint
     from dbtools.cache import cache_dir
 
     model_dir = real_size_checkpoint()
+    raw = real_size_outputs()[1]
     results = []
     for count in threads:
         command = [
@@ -224,8 +239,8 @@ def run_real_size(threads: list[int], variants: list[str], rounds: int) -> list[
             raise RuntimeError(f"the run with {count} threads failed:\n{done.stderr[-3000:]}")
         results += json.loads(done.stdout.strip().splitlines()[-1])
         # Written after every thread count, so that an interrupted run keeps what it measured.
-        RAW_REAL_SIZE.parent.mkdir(parents=True, exist_ok=True)
-        RAW_REAL_SIZE.write_text(json.dumps(results, indent=1))
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        raw.write_text(json.dumps(results, indent=1))
     return results
 
 
@@ -275,13 +290,13 @@ def report_real_size(results: list[dict], plot: Path | None) -> str:
 
 
 def plot_real_size(results: list[dict]) -> Path:
-    from benchmarks.plots import RESULTS_DIR, grouped_bars
+    from benchmarks.plots import grouped_bars
 
     threads = sorted({r["threads"] for r in results})
     variants = list(dict.fromkeys(r["variant"] for r in results))
     rate = {(r["variant"], r["threads"]): r["decode_tokens_per_s"] for r in results}
     return grouped_bars(
-        RESULTS_DIR / "model_cpu_real_size.png",
+        real_size_outputs()[2],
         title="Qwen3.5-2B shapes on the CPU: decode at 2k context",
         groups=[f"{n} thread{'s' if n > 1 else ''}" for n in threads],
         series={v: [rate.get((v, n), 0.0) for n in threads] for v in variants},
@@ -334,7 +349,8 @@ def build_parser() -> configargparse.ArgumentParser:
         "--from-json",
         action="store_true",
         env_var="SQLSCOUT_BENCH_FROM_JSON",
-        help="with --real-size: report the numbers of the last run (results/model_cpu_real_size.json) again",
+        help="with --real-size: report the numbers of the last run on this kind of CPU (results/"
+        "model_cpu_real_size_bf16.json or _fp32.json) again",
     )
     parser.add_argument(
         "--no-record",
@@ -348,13 +364,14 @@ def build_parser() -> configargparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.real_size:
+        section, raw, _ = real_size_outputs()
         if args.from_json:
-            results = json.loads(RAW_REAL_SIZE.read_text())
+            results = json.loads(raw.read_text())
         else:
             results = run_real_size(args.threads, args.variants, args.rounds)
         text = report_real_size(results, None if args.no_record else plot_real_size(results))
         if not args.no_record:
-            record_section(REAL_SIZE_SECTION, text)
+            record_section(section, text)
         print(text)
         return
     text = report([run(args.prompt_tokens, args.new_tokens, args.repeats, n) for n in args.threads])
