@@ -1,4 +1,5 @@
-"""MySQL and MariaDB connections (PyMySQL) lent one call at a time, each call's session state wiped afterwards."""
+"""MySQL and MariaDB connections (PyMySQL) for the shared pool, each call's session state wiped afterwards; DSN
+parsing, TLS settings and KILL QUERY for a statement past its timeout."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -17,13 +16,11 @@ import pymysql
 import pymysql.connections
 from pymysql.constants import FIELD_TYPE
 
-from dbtools.errors import ConnectionFailedError, DatabaseBusyError
+from dbtools.engines.connection_pool import ConnectionPool
+from dbtools.errors import ConnectionFailedError
 
 logger = logging.getLogger(__name__)
 
-# Idle connections older than this are closed instead of reused: servers (wait_timeout), proxies and firewalls
-# drop idle connections.
-MAX_IDLE_S = 300.0
 # Client errors of a connection that is gone: server gone away, lost during a query, lost (no reply).
 LOST_CONNECTION_CODES = frozenset({2006, 2013, 2055})
 _COM_RESET_CONNECTION = 0x1F  # MySQL 5.7.3+, MariaDB 10.2.4+; PyMySQL has no constant for it
@@ -120,75 +117,35 @@ def _tls_args(mode: str, ca: str | None) -> dict[str, Any]:
     return {"ssl": {"ca": ca, "verify_mode": verify, "check_hostname": mode == "verify_identity"}}
 
 
-class MySQLPool:
-    """At most `size` connections, each lent to one call at a time; idle ones are reused newest first."""
+class MySQLPool(ConnectionPool[MySQLConnection]):
+    """The pool over PyMySQL: each call's transaction rolled back and its session reset afterwards, a spoiled
+    connection closed instead."""
 
     def __init__(self, args: dict[str, Any], *, size: int, server: str, first: MySQLConnection) -> None:
-        if size < 1:
-            raise ValueError("a pool needs at least one connection")
-        self.size = size
-        self.server = server  # "MariaDB at host:port", for messages
         self._args = args
-        self._slots = threading.BoundedSemaphore(size)
-        self._lock = threading.Lock()
-        self._idle: list[tuple[MySQLConnection, float]] = [(first, time.monotonic())]
-        self._closed = False
-
-    @contextmanager
-    def connection(
-        self, wait_s: float, start: Callable[[MySQLConnection], None]
-    ) -> Iterator[MySQLConnection]:
-        """A connection on which `start` has run, for one call; its transaction rolled back and its session reset
-        afterwards, or closed when it is spoiled.
-
-        Waits up to `wait_s` for one of the `size` connections to be free (DatabaseBusyError after that). A reused
-        connection that the server has closed is replaced by a new one, once.
-        """
-        if self._closed:
-            raise ConnectionFailedError(f"the connection pool for {self.server} is closed")
-        if not self._slots.acquire(timeout=max(wait_s, 0.0)):
-            raise DatabaseBusyError(
-                f"all {self.size} connections to {self.server} are busy with running queries; "
-                "retry shortly or raise --pool-size"
-            )
-        try:
-            conn = self._started(start)
-            try:
-                yield conn
-            finally:
-                self._put_back(conn)
-        finally:
-            self._slots.release()
-
-    def _started(self, start: Callable[[MySQLConnection], None]) -> MySQLConnection:
-        reused = self._take_idle()
-        if reused is not None:
-            try:
-                start(reused)
-                return reused
-            except pymysql.OperationalError as exc:
-                _close(reused)
-                if exc.args[0] not in LOST_CONNECTION_CODES:
-                    raise
-            except BaseException:
-                _close(reused)
-                raise
-            logger.info("the server closed an idle connection to %s; reconnecting", self.server)
-            self._drop_idle()
-        conn = self.connect()
-        try:
-            start(conn)
-        except BaseException:
-            _close(conn)
-            raise
-        return conn
+        super().__init__(size=size, server=server, first=first)
 
     def connect(self) -> MySQLConnection:
-        """A new connection; ConnectionFailedError with the server's reason when it cannot be made."""
         try:
             return MySQLConnection(**self._args)
         except pymysql.Error as exc:
             raise ConnectionFailedError(f"cannot reach {self.server} ({error_text(exc)})") from None
+
+    def lost(self, conn: MySQLConnection, error: BaseException) -> bool:
+        return isinstance(error, pymysql.OperationalError) and error.args[0] in LOST_CONNECTION_CODES
+
+    def ready_for_reuse(self, conn: MySQLConnection) -> bool:
+        if conn.spoiled or not conn.open:
+            return False
+        try:
+            conn.rollback()
+            conn.reset_session()
+        except (pymysql.Error, OSError):
+            return False
+        return True
+
+    def discard(self, conn: MySQLConnection) -> None:
+        _close(conn)
 
     def kill_query(self, conn: MySQLConnection) -> None:
         """Cancel the statement running on `conn` (KILL QUERY from a connection of its own); when the server
@@ -208,42 +165,6 @@ class MySQLPool:
             conn.cut_off()
         finally:
             _close(killer)
-
-    def _take_idle(self) -> MySQLConnection | None:
-        with self._lock:
-            if not self._idle:
-                return None
-            conn, since = self._idle.pop()
-        if time.monotonic() - since > MAX_IDLE_S:
-            _close(conn)
-            self._drop_idle()  # the others came back even earlier
-            return None
-        return conn
-
-    def _put_back(self, conn: MySQLConnection) -> None:
-        """Keep `conn` for the next call if its transaction and session can be wiped; else close it."""
-        if self._closed or conn.spoiled or not conn.open:
-            _close(conn)
-            return
-        try:
-            conn.rollback()
-            conn.reset_session()
-        except (pymysql.Error, OSError):
-            _close(conn)
-            return
-        with self._lock:
-            self._idle.append((conn, time.monotonic()))
-
-    def _drop_idle(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn, _ in idle:
-            _close(conn)
-
-    def close(self) -> None:
-        """Close the idle connections now and the lent ones when they come back."""
-        self._closed = True
-        self._drop_idle()
 
 
 def _close(conn: MySQLConnection) -> None:

@@ -1,34 +1,19 @@
-"""PostgreSQL connections lent one call at a time, made in the calling thread so that failures are fast and clear.
-
-psycopg_pool connects in the background and retries with growing delays: a stopped server showed up only as a
-pool timeout (30 s, no reason given), and each dead idle connection found by its check cost another delay
-(1, 2, 4, 8 s ...), so a handful of connections closed by a restart or a proxy stalled the next call. Here a
-missing server is reported with libpq's own reason within the connect timeout, a dead idle connection costs
-one reconnect, and a pool that is really full is told apart from a server that cannot be reached.
-"""
+"""PostgreSQL connections for the shared pool: psycopg connections made in the calling thread, a cancel sent only
+for a statement still running, and libpq's reason when a connection cannot be made."""
 
 from __future__ import annotations
 
-import logging
 import re
 import sys
-import threading
-import time
-from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from dbtools.errors import ConnectionFailedError, DatabaseBusyError
+from dbtools.engines.connection_pool import ConnectionPool
+from dbtools.errors import ConnectionFailedError
 
-logger = logging.getLogger(__name__)
-
-# Idle connections older than this are closed instead of reused: proxies and firewalls drop idle connections
-# silently, and the server need not keep a burst's connections for good.
-MAX_IDLE_S = 300.0
 _FAILED_AT_SERVER = re.compile(
     r'connection to server (?:at "[^"]*", port \S+|on socket "[^"]*") failed: (.*)'
 )
@@ -55,42 +40,8 @@ class PooledConnection(psycopg.Connection):
         super().cancel_safe(timeout=timeout)
 
 
-class _Slots:
-    """`size` slots, handed out first come, first served: with a plain semaphore, a call arriving while a slot
-    is being freed could take it ahead of one that had waited, again and again, until its wait ran out."""
-
-    def __init__(self, size: int) -> None:
-        self._free = size
-        self._waiting: deque[threading.Event] = deque()
-        self._lock = threading.Lock()
-
-    def acquire(self, timeout_s: float) -> bool:
-        """Take a slot, waiting up to `timeout_s` for one; False when none came."""
-        with self._lock:
-            if self._free and not self._waiting:
-                self._free -= 1
-                return True
-            turn = threading.Event()
-            self._waiting.append(turn)
-        if turn.wait(timeout_s):
-            return True
-        with self._lock:
-            if turn.is_set():  # handed over as the wait ran out
-                return True
-            self._waiting.remove(turn)
-            return False
-
-    def release(self) -> None:
-        """Hand the slot to the call that has waited longest, or free it."""
-        with self._lock:
-            if self._waiting:
-                self._waiting.popleft().set()
-            else:
-                self._free += 1
-
-
-class PostgresPool:
-    """At most `size` connections, each lent to one call at a time; idle ones are reused newest first."""
+class PostgresPool(ConnectionPool[psycopg.Connection]):
+    """The pool over psycopg: connections configured by `configure` as they are made."""
 
     def __init__(
         self,
@@ -102,73 +53,14 @@ class PostgresPool:
         configure: Callable[[psycopg.Connection], None],
         first: psycopg.Connection | None = None,
     ) -> None:
-        if size < 1:
-            raise ValueError("a pool needs at least one connection")
-        self.size = size
-        self.server = server  # "PostgreSQL at host:port", for messages
         self._conninfo = conninfo
         self._connect_args = connect_args
         self._configure = configure
-        self._slots = _Slots(size)
-        self._lock = threading.Lock()
-        self._idle: list[tuple[psycopg.Connection, float]] = []  # with the time each came back, newest last
-        self._closed = False
         if first is not None:
             configure(first)
-            self._idle.append((first, time.monotonic()))
+        super().__init__(size=size, server=server, first=first)
 
-    @contextmanager
-    def connection(
-        self, wait_s: float, start: Callable[[psycopg.Connection], None]
-    ) -> Iterator[psycopg.Connection]:
-        """A connection on which `start` has run, for one call; rolled back and kept afterwards when usable.
-
-        Waits up to `wait_s` for one of the `size` connections to be free (DatabaseBusyError after that). A
-        reused connection that the server has closed is found by `start` and replaced by a new one, once;
-        a new connection that cannot be made raises ConnectionFailedError with libpq's reason.
-        """
-        if self._closed:
-            raise ConnectionFailedError(f"the connection pool for {self.server} is closed")
-        if not self._slots.acquire(max(wait_s, 0.0)):
-            raise DatabaseBusyError(
-                f"all {self.size} connections to {self.server} are busy with running queries; "
-                "retry shortly or raise --pool-size"
-            )
-        try:
-            conn = self._started(start)
-            try:
-                yield conn
-            finally:
-                self._put_back(conn)
-        finally:
-            self._slots.release()
-
-    def _started(self, start: Callable[[psycopg.Connection], None]) -> psycopg.Connection:
-        reused = self._take_idle()
-        if reused is not None:
-            try:
-                start(reused)
-                return reused
-            except psycopg.OperationalError:
-                if not reused.closed:
-                    self._put_back(reused)
-                    raise
-            except BaseException:
-                self._put_back(reused)
-                raise
-            # Closed by a restart, a failover or a proxy: the connections idle longer than this one are
-            # most likely gone too, so none of them is tried.
-            logger.info("the server closed an idle connection to %s; reconnecting", self.server)
-            self._drop_idle()
-        conn = self._connect()
-        try:
-            start(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _connect(self) -> psycopg.Connection:
+    def connect(self) -> psycopg.Connection:
         try:
             conn = PooledConnection.connect(self._conninfo, **self._connect_args)
         except psycopg.Error as exc:
@@ -178,42 +70,20 @@ class PostgresPool:
         self._configure(conn)
         return conn
 
-    def _take_idle(self) -> psycopg.Connection | None:
-        with self._lock:
-            if not self._idle:
-                return None
-            conn, since = self._idle.pop()
-        if time.monotonic() - since > MAX_IDLE_S:
-            conn.close()
-            self._drop_idle()  # the others came back even earlier
-            return None
-        return conn
+    def lost(self, conn: psycopg.Connection, error: BaseException) -> bool:
+        return isinstance(error, psycopg.OperationalError) and conn.closed
 
-    def _put_back(self, conn: psycopg.Connection) -> None:
-        """Keep `conn` for the next call if it can be brought back to an idle state; else close it."""
-        status = conn.info.transaction_status
-        if status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+    def ready_for_reuse(self, conn: psycopg.Connection) -> bool:
+        if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
             try:
                 conn.rollback()
             except psycopg.Error:
-                conn.close()
+                return False
         # ACTIVE: a result was left unread; UNKNOWN: the connection is broken. Neither can be reused.
-        if self._closed or conn.closed or conn.info.transaction_status != TransactionStatus.IDLE:
-            conn.close()
-            return
-        with self._lock:
-            self._idle.append((conn, time.monotonic()))
+        return not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
 
-    def _drop_idle(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn, _ in idle:
-            conn.close()
-
-    def close(self) -> None:
-        """Close the idle connections now and the lent ones when they come back."""
-        self._closed = True
-        self._drop_idle()
+    def discard(self, conn: psycopg.Connection) -> None:
+        conn.close()
 
 
 def connect_failure_reason(exc: psycopg.Error) -> str:
