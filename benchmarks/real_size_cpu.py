@@ -121,6 +121,7 @@ def _load_and_fill(model_dir: Path, threads: int, settings: dict, cache_dir: Pat
 def measure(model_dir: Path, threads: int, variants: list[str], rounds: int, cache_dir: Path) -> list[dict]:
     from model.engine import set_cpu_threads
     from model.int8_weights import Int8Weight
+    from model.packed_weights import PackedWeight
     from model.sampling_params import SamplingParams
 
     set_cpu_threads(threads)
@@ -154,6 +155,7 @@ def measure(model_dir: Path, threads: int, variants: list[str], rounds: int, cac
                 "variant": name,
                 "dtype": str(engine.dtype).removeprefix("torch."),
                 "int8": any(isinstance(w, Int8Weight) for w in matrices),
+                "packed": any(isinstance(w, PackedWeight) for w in matrices),
                 "compiled": engine.compile_decode,
                 **timings,
                 "memory_gb": memory.peak_added_gb(),

@@ -1,5 +1,5 @@
 """The weight-streaming floor of a CPU decode token: one bare pass of matrix-vector products over every weight
-matrix the token reads, in the engine's own storage (fp32, bf16 or int8)."""
+matrix the token reads, in the engine's own storage (fp32, bf16, packed bf16 or int8)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from model.int8_weights import Int8Weight, linear
+from model.int8_weights import Int8Weight
+from model.linear import Weight, linear
+from model.packed_weights import PackedWeight
 
 
-def weight_stream(
-    matrices: Iterable[torch.Tensor | Int8Weight], dtype: torch.dtype
-) -> tuple[int, Callable[[], None]]:
+def weight_stream(matrices: Iterable[Weight], dtype: torch.dtype) -> tuple[int, Callable[[], None]]:
     """Bytes of the distinct matrices and a function that multiplies one dtype vector by each of them.
 
     Any engine storing the weights this way pays at least that pass's time per token, whatever it does
@@ -20,6 +20,9 @@ def weight_stream(
     """
     distinct = {}
     for weight in matrices:
+        if isinstance(weight, PackedWeight):
+            distinct[id(weight)] = weight  # a packed copy is never shared, and has no data pointer
+            continue
         storage = weight.values if isinstance(weight, Int8Weight) else weight
         distinct[storage.data_ptr()] = weight
     inputs = {w.shape[1]: torch.randn(1, w.shape[1], dtype=dtype) for w in distinct.values()}
@@ -30,6 +33,7 @@ def weight_stream(
             linear(inputs[weight.shape[1]], weight)
 
     nbytes = sum(
-        w.nbytes if isinstance(w, Int8Weight) else w.numel() * w.element_size() for w in distinct.values()
+        w.nbytes if isinstance(w, (Int8Weight, PackedWeight)) else w.numel() * w.element_size()
+        for w in distinct.values()
     )
     return nbytes, stream

@@ -18,6 +18,7 @@ from model.cuda_graph import CudaGraphCapture, StepCapture
 from model.decode_step import DecodeBuffers, compiled_decode_step, decode_step, is_stop
 from model.int8_weights import QUANTIZE_CHOICES
 from model.loader import check_model_dir, load_weights
+from model.packed_weights import pack_projections, packing_applies
 from model.qwen35 import Qwen35Model
 from model.sampling import SamplingParams, draw_noise, make_generator, sample, sampling_mode
 from model.tokenizer import Tokenizer
@@ -154,6 +155,9 @@ class Engine:
             # Inductor keeps its compiled graphs there, so a later run skips most of the compile.
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir / COMPILE_CACHE))
         weights = load_weights(path, config, device, dtype, quantize, cache_dir and cache_dir / INT8_CACHE)
+        # torch.compile takes plain tensors only: a compiled step keeps the weights as they are.
+        if quantize is None and not compile_decode and packing_applies(device, dtype):
+            pack_projections(weights)
         tokenizer = Tokenizer.from_model_dir(path)
         return cls(
             Qwen35Model(config, weights),

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 import kernels
 from model.cache import ModelCache
 from model.config import Qwen35Config
-from model.int8_weights import Int8Weight, linear
+from model.linear import Weight, linear
 
 # Raw gate inputs that make a Gated DeltaNet step leave its state untouched: softplus -> 0 so the decay
 # is exp(0) = 1, and sigmoid -> 0 so nothing is written. Used for rows that sit out a batched decode step.
@@ -89,7 +89,7 @@ def weight_layout(config: Qwen35Config) -> dict[str, WeightLayout]:
 class Qwen35Model:
     """Weights plus the forward pass over a batch of new tokens that extends each row's cached sequence."""
 
-    def __init__(self, config: Qwen35Config, weights: dict[str, torch.Tensor | Int8Weight]) -> None:
+    def __init__(self, config: Qwen35Config, weights: dict[str, Weight]) -> None:
         self.config = config
         self.weights = weights
         embed = weights["embed_tokens.weight"]

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from model.engine import INT8_CACHE, Engine
-from model.int8_weights import KERNEL_MAX_ROWS, Int8Weight, linear, quantize_int8
+from model.int8_weights import KERNEL_MAX_ROWS, Int8Weight, quantize_int8
+from model.linear import linear
 from model.loader import is_quantized
 
 

@@ -11,6 +11,7 @@ import torch
 from model.config import Qwen35Config
 from model.engine import Engine
 from model.errors import ModelDirectoryError
+from model.packed_weights import PackedWeight
 
 
 def _copy(source, destination):
@@ -36,7 +37,8 @@ def test_tied_head_shares_the_embedding(engines):
 
 def test_loads_in_bfloat16(checkpoint_dirs):
     engine = Engine.load(checkpoint_dirs["text_mqa"], device="cpu", dtype=torch.bfloat16, max_context=64)
-    assert engine.model.weights["layers.0.mlp.gate_up_proj.weight"].dtype == torch.bfloat16
+    projection = engine.model.weights["layers.0.mlp.gate_up_proj.weight"]
+    assert (projection.packed if isinstance(projection, PackedWeight) else projection).dtype == torch.bfloat16
     assert engine.model.weights["layers.1.linear_attn.A_log"].dtype == torch.float32
     session = engine.new_session()
     session.append([1, 2, 3])
