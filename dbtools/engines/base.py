@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import difflib
 import json
@@ -10,6 +11,7 @@ import math
 import re
 import threading
 import time
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -27,8 +29,20 @@ from dbtools.plural import counted
 from dbtools.safety import check_query
 
 logger = logging.getLogger(__name__)
-# Cells whose str() is their text.
-_PLAIN_TEXT = {str, int, float, bool, type(None)}
+# Cells whose str() is their text (cell_text's own fallback), rendered without its checks.
+_PLAIN_TEXT = {
+    str,
+    int,
+    float,
+    bool,
+    type(None),
+    decimal.Decimal,
+    datetime.date,
+    datetime.datetime,
+    datetime.time,
+    datetime.timedelta,
+    uuid.UUID,
+}
 # JSON scalars as they are (so are finite floats).
 _JSON_NATIVE = {str, int, bool, type(None)}
 _NUMBERS = {int, float, bool}
@@ -92,15 +106,7 @@ class QueryResult:
             "sql": self.sql,
             "columns": list(self.columns),
             "column_types": list(self.column_types),
-            "rows": [list(row) for row in self.rows]
-            if _all_json_native(self.rows)
-            else [
-                [
-                    v if type(v) in _JSON_NATIVE or (type(v) is float and math.isfinite(v)) else _json_cell(v)
-                    for v in row
-                ]
-                for row in self.rows
-            ],
+            "rows": _json_rows(self.rows),
             "row_count": self.row_count,
             "truncated": self.truncated,
             "truncation": self.truncation,
@@ -108,21 +114,40 @@ class QueryResult:
         }
 
 
-def _all_json_native(rows: Sequence[tuple]) -> bool:
-    """Whether every cell is a JSON scalar as it is, checked a column at a time (most columns hold one type)."""
-    for column in zip(*rows, strict=True):
-        kinds = set(map(type, column))
-        if float not in kinds:
-            if not kinds <= _JSON_NATIVE:
-                return False
-        elif kinds <= _NUMBERS:
-            if not all(map(math.isfinite, column)):
-                return False
-        elif not kinds <= _JSON_NATIVE | {float} or not all(
-            math.isfinite(v) for v in column if type(v) is float
-        ):
-            return False
-    return True
+def _json_rows(rows: Sequence[tuple]) -> list[list]:
+    """The rows with every cell a JSON scalar, converted a column at a time (most columns hold one type):
+    columns whose cells already are JSON scalars are kept as they are."""
+    columns = list(zip(*rows, strict=True))
+    converted = [_json_column(column) for column in columns]
+    if all(column is None for column in converted):
+        return [list(row) for row in rows]
+    return [
+        list(row)
+        for row in zip(
+            *(old if new is None else new for old, new in zip(columns, converted, strict=True)), strict=True
+        )
+    ]
+
+
+def _json_column(column: Sequence[object]) -> list | None:
+    """A column's cells as JSON scalars; None when they already are."""
+    kinds = set(map(type, column))
+    if float not in kinds:
+        if kinds <= _JSON_NATIVE:
+            return None
+    elif kinds <= _JSON_NATIVE | {float} and all(math.isfinite(v) for v in column if type(v) is float):
+        return None
+    others = kinds - {type(None)}
+    convert = _JSON_BY_TYPE.get(others.pop()) if len(others) == 1 else None
+    if convert is not None:  # one type besides NULL, as a typed engine gives: no checks per cell
+        return [None if v is None else convert(v) for v in column]
+    return [_json_cell(v) for v in column]
+
+
+def _json_decimal(value: decimal.Decimal) -> object:
+    if not value.is_finite():
+        return str(value)
+    return int(value) if value == value.to_integral_value() else float(value)
 
 
 def _json_cell(value: object) -> object:
@@ -131,10 +156,19 @@ def _json_cell(value: object) -> object:
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)  # JSON has no NaN or Infinity
     if isinstance(value, decimal.Decimal):
-        if not value.is_finite():
-            return str(value)
-        return int(value) if value == value.to_integral_value() else float(value)
+        return _json_decimal(value)
     return cell_text(value)
+
+
+# Types whose JSON form one function gives (dates and times as their text).
+_JSON_BY_TYPE = {
+    decimal.Decimal: _json_decimal,
+    datetime.date: str,
+    datetime.datetime: str,
+    datetime.time: str,
+    datetime.timedelta: str,
+    uuid.UUID: str,
+}
 
 
 def _stored_type(rows: Sequence[tuple], column: int) -> str | None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from dbtools.agent_tools import AgentToolbox
-from dbtools.engines.base import QueryResult, ResultCaps
+from dbtools.engines.base import QueryResult, ResultCaps, row_text
 from dbtools.errors import QueryError, QueryTimeoutError
 from tests.queries_in_flight import QueriesInFlight
 
@@ -255,3 +258,25 @@ def test_to_dict_of_plain_and_mixed_columns():
     ]
     plain = QueryResult("SELECT 1", ["a", "b"], [(1, "x"), (2, None)], 2, False, 1.0)
     assert plain.to_dict()["rows"] == [[1, "x"], [2, None]]
+
+
+def test_to_dict_of_typed_columns_with_nulls():
+    """A typed engine's columns (one Python type besides NULL) are converted a column at a time, as the cells
+    one by one would be."""
+    moment = datetime.datetime(2024, 5, 6, 7, 8, 9)
+    key = uuid.UUID(int=7)
+    rows = [
+        (decimal.Decimal("12.50"), moment, key, decimal.Decimal(3), datetime.timedelta(hours=25)),
+        (None, None, None, 4, None),
+        (decimal.Decimal("NaN"), moment.date(), key, decimal.Decimal("1.5"), datetime.time(1, 2)),
+    ]
+    data = QueryResult("SELECT 1", list("abcde"), rows, 3, False, 1.0).to_dict()
+    assert json.loads(json.dumps(data, allow_nan=False))["rows"] == [
+        [12.5, "2024-05-06 07:08:09", str(key), 3, "1 day, 1:00:00"],
+        [None, None, None, 4, None],
+        ["NaN", "2024-05-06", str(key), 1.5, "01:02:00"],
+    ]
+    assert [row_text(row) for row in rows[:2]] == [
+        f"12.50 | 2024-05-06 07:08:09 | {key} | 3 | 1 day, 1:00:00",
+        "None | None | None | 4 | None",
+    ]
