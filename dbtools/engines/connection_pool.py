@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -63,7 +64,7 @@ class FairSlots:
                 self._free += 1
 
 
-class ConnectionPool(Generic[Connection]):
+class ConnectionPool(ABC, Generic[Connection]):
     """At most `size` connections, each lent to one call at a time; idle ones are reused newest first."""
 
     def __init__(self, *, size: int, server: str, first: Connection | None = None) -> None:
@@ -78,22 +79,22 @@ class ConnectionPool(Generic[Connection]):
         if first is not None:
             self._idle.append((first, time.monotonic()))
 
+    @abstractmethod
     def connect(self) -> Connection:
         """A new connection; ConnectionFailedError with the driver's reason when it cannot be made."""
-        raise NotImplementedError
 
+    @abstractmethod
     def lost(self, conn: Connection, error: BaseException) -> bool:
         """Whether `error`, raised by a call's first statement on a reused `conn`, says the server closed it."""
-        raise NotImplementedError
 
+    @abstractmethod
     def ready_for_reuse(self, conn: Connection) -> bool:
         """Bring a returned `conn` back to the state of a fresh one (its transaction rolled back); False when
         that cannot be done and it must be closed."""
-        raise NotImplementedError
 
+    @abstractmethod
     def discard(self, conn: Connection) -> None:
         """Close `conn`, also when it is broken."""
-        raise NotImplementedError
 
     @contextmanager
     def connection(self, wait_s: float, start: Callable[[Connection], None]) -> Iterator[Connection]:
