@@ -25,6 +25,7 @@ from benchmarks.model_results import record_section
 from model.cache import ModelCache
 from model.engine import Engine
 from model.int8_weights import Int8Weight
+from model.loader import load_weights
 from model.random_checkpoint import write_tiny_checkpoint
 from model.sampling_params import SamplingParams
 
@@ -87,7 +88,6 @@ def _weight_error(quantized: dict, reference: dict) -> float:
 def compare(model_dir: Path, prompt_tokens: int, greedy_tokens: int) -> dict:
     """Each variant of one checkpoint against bf16, loading one engine at a time."""
     runs, weight_error = {}, None
-    reference_weights = None
     for name, settings in {**VARIANTS, **SCALE}.items():
         engine = Engine.load(
             model_dir, device="cpu", max_context=prompt_tokens + greedy_tokens + 8, **settings
@@ -96,11 +96,11 @@ def compare(model_dir: Path, prompt_tokens: int, greedy_tokens: int) -> dict:
             0, engine.config.vocab_size, (prompt_tokens,), generator=torch.Generator().manual_seed(7)
         ).tolist()
         runs[name] = _run(engine, prompt, greedy_tokens)
-        if name == "bf16":
-            reference_weights = engine.model.weights
-        elif name == "int8":
-            weight_error = _weight_error(engine.model.weights, reference_weights)
-            reference_weights = None
+        if name == "int8":
+            # The checkpoint's bf16 weights as they are stored: a bf16 engine may hold them packed.
+            plain = load_weights(model_dir, engine.config, engine.device, torch.bfloat16)
+            weight_error = _weight_error(engine.model.weights, plain)
+            del plain
         del engine
         gc.collect()
     reference = runs["bf16"]
