@@ -32,8 +32,4 @@ def weight_stream(matrices: Iterable[Weight], dtype: torch.dtype) -> tuple[int, 
         for weight in distinct.values():
             linear(inputs[weight.shape[1]], weight)
 
-    nbytes = sum(
-        w.nbytes if isinstance(w, (Int8Weight, PackedWeight)) else w.numel() * w.element_size()
-        for w in distinct.values()
-    )
-    return nbytes, stream
+    return sum(w.nbytes for w in distinct.values()), stream

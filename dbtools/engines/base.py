@@ -45,7 +45,6 @@ _PLAIN_TEXT = {
 }
 # JSON scalars as they are (so are finite floats).
 _JSON_NATIVE = {str, int, bool, type(None)}
-_NUMBERS = {int, float, bool}
 # SQLite's storage classes, by the Python type its values arrive as.
 _STORED_TYPES = {int: "integer", float: "real", str: "text", bytes: "blob"}
 
