@@ -30,6 +30,10 @@ class PackedWeight:
     nbytes: int
 
 
+def _reorder(weight: torch.Tensor, rows: int) -> torch.Tensor:
+    return torch.ops.mkldnn._reorder_linear_weight(weight, rows)
+
+
 def packing_applies(device: torch.device, dtype: torch.dtype) -> bool:
     """Whether weights of dtype on device are packed: bf16 on a CPU that multiplies it natively."""
     return (
@@ -42,7 +46,7 @@ def packing_applies(device: torch.device, dtype: torch.dtype) -> bool:
 
 def pack_weight(weight: torch.Tensor) -> PackedWeight:
     """weight ([N, K] bf16, on the CPU) in the packed layout."""
-    packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACKED_FOR_ROWS)
+    packed = _reorder(weight, PACKED_FOR_ROWS)
     return PackedWeight(packed, weight.shape, weight.numel() * weight.element_size())
 
 
@@ -51,7 +55,12 @@ def pack_projections(weights: dict) -> None:
     names = [name for name in weights if name.endswith("proj.weight")]
     if weights["lm_head.weight"] is not weights["embed_tokens.weight"]:
         names.append("lm_head.weight")
-    for name in names:
+    try:
+        weights[names[0]] = pack_weight(weights[names[0]])
+    except RuntimeError as error:  # a oneDNN build that cannot pack for this CPU: plain weights still work
+        log.info("bf16 weights stay in their plain layout: oneDNN cannot pack them here (%s)", error)
+        return
+    for name in names[1:]:  # one at a time, so that only one matrix is held twice
         weights[name] = pack_weight(weights[name])
     log.info("bf16 weights: %d matrices packed in oneDNN's layout for this CPU", len(names))
 

@@ -1,6 +1,6 @@
 """bf16 weights packed in oneDNN's layout on CPUs that multiply bf16 natively: the products equal F.linear's, a
 loaded bf16 engine packs its projections (and an untied head) and gives the logits the plain weights give, and
-int8, compiled or fp32 engines keep their weights as they are."""
+int8, compiled or fp32 engines keep their weights as they are, as does a CPU whose oneDNN cannot pack."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from model import engine as engine_module
+from model import packed_weights
 from model.engine import Engine
 from model.int8_weights import Int8Weight
 from model.packed_weights import PackedWeight, pack_weight, packed_linear, packing_applies
@@ -87,3 +88,15 @@ def test_a_compiled_step_keeps_plain_weights(checkpoint_dirs):
         checkpoint_dirs["text_mqa"], device="cpu", dtype=torch.bfloat16, max_context=64, compile_decode=True
     )
     assert not any(isinstance(w, PackedWeight) for w in engine.model.weights.values())
+
+
+def test_a_cpu_whose_onednn_cannot_pack_keeps_plain_weights(checkpoint_dirs, monkeypatch):
+    def cannot_pack(weight, rows):
+        raise RuntimeError("could not create a primitive")
+
+    monkeypatch.setattr(packed_weights, "_reorder", cannot_pack)
+    engine = Engine.load(checkpoint_dirs["text_mqa"], device="cpu", dtype=torch.bfloat16, max_context=64)
+    assert not any(isinstance(w, PackedWeight) for w in engine.model.weights.values())
+    session = engine.new_session()
+    session.append([1, 2, 3])
+    assert torch.isfinite(session.last_logits).all()
