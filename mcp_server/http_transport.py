@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import hmac
 import logging
+import os
 import socket
 from urllib.parse import urlsplit
 
@@ -94,8 +95,22 @@ def listen_socket(settings: Settings) -> socket.socket:
     a port in use is a logged traceback after the start-up lines and an exit from inside the event loop."""
     host, port = settings.host.strip("[]"), settings.port
     try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
-        return socket.create_server((host, port), family=family)
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        # Made with its protocol named (IPPROTO_TCP), as asyncio makes its own: asyncio turns Nagle's algorithm
+        # off only on connections whose socket says TCP, and with it on, each reply on a kept-alive connection
+        # waited about 40 ms for the client's delayed acknowledgement.
+        sock = socket.socket(family, kind, proto)
+        try:
+            if os.name != "nt":  # on Windows the option would let another program take the port
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen()
+        except BaseException:
+            sock.close()
+            raise
+        return sock
     except socket.gaierror as error:
         raise ListenError(
             f"cannot resolve --host {settings.host} ({error.strerror}): give an address of this machine"
