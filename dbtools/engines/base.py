@@ -29,20 +29,10 @@ from dbtools.plural import counted
 from dbtools.safety import check_query
 
 logger = logging.getLogger(__name__)
+# Values that are text in JSON too: their str().
+_TEXT_TYPES = (datetime.date, datetime.datetime, datetime.time, datetime.timedelta, uuid.UUID)
 # Cells whose str() is their text (cell_text's own fallback), rendered without its checks.
-_PLAIN_TEXT = {
-    str,
-    int,
-    float,
-    bool,
-    type(None),
-    decimal.Decimal,
-    datetime.date,
-    datetime.datetime,
-    datetime.time,
-    datetime.timedelta,
-    uuid.UUID,
-}
+_PLAIN_TEXT = {str, int, float, bool, type(None), decimal.Decimal, *_TEXT_TYPES}
 # JSON scalars as they are (so are finite floats).
 _JSON_NATIVE = {str, int, bool, type(None)}
 # SQLite's storage classes, by the Python type its values arrive as.
@@ -159,15 +149,8 @@ def _json_cell(value: object) -> object:
     return cell_text(value)
 
 
-# Types whose JSON form one function gives (dates and times as their text).
-_JSON_BY_TYPE = {
-    decimal.Decimal: _json_decimal,
-    datetime.date: str,
-    datetime.datetime: str,
-    datetime.time: str,
-    datetime.timedelta: str,
-    uuid.UUID: str,
-}
+# Types whose JSON form one function gives.
+_JSON_BY_TYPE = {decimal.Decimal: _json_decimal, **dict.fromkeys(_TEXT_TYPES, str)}
 
 
 def _stored_type(rows: Sequence[tuple], column: int) -> str | None:
