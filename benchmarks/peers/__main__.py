@@ -31,7 +31,16 @@ from benchmarks.peers.install import (
     install_reference,
     node_version,
 )
-from benchmarks.peers.servers import DBHUB, PROJECT_ROOT, REFERENCE, SQLSCOUT, dbhub, reference, sqlscout
+from benchmarks.peers.servers import (
+    DBHUB,
+    PROJECT_ROOT,
+    REFERENCE,
+    SQLSCOUT,
+    dbhub,
+    reference,
+    sdk_floor,
+    sqlscout,
+)
 from benchmarks.peers.tasks import BIG_SQL, TASKS
 from dbtools.cache import cache_dir
 from dbtools.demo import default_demo_path
@@ -125,6 +134,7 @@ def run_engine(
             servers.append(dbhub(installed[DBHUB], dsn, engine, Path(workdir)))
         if REFERENCE in installed and engine == "sqlite":
             servers.append(reference(installed[REFERENCE], dsn))
+        servers.append(sdk_floor())
         log.info("measuring %s on %s", ", ".join(s.name for s in servers), ENGINE_LABELS[engine])
         measures, failed = anyio.run(measure, servers, TASKS, repeats, warmup, peers_root / "logs" / engine)
     if SQLSCOUT in failed:

@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Sequence
 
 from benchmarks.peers.drive import ServerMeasure, TaskMeasure
-from benchmarks.peers.servers import REFERENCE
+from benchmarks.peers.servers import REFERENCE, SDK_FLOOR
 from benchmarks.peers.tasks import ROW_CAP
 from dbtools.plural import counted
 
@@ -42,7 +42,10 @@ def method(repeats: int, warmup: int, big_rows: int) -> str:
         "table_info rows. "
         f"The big result is a join returning {big_rows:,} rows, capped at {ROW_CAP:,} by each server's own "
         f"means: run_query's max_rows for sqlscout, `max_rows = {ROW_CAP}` on execute_sql in DBHub's "
-        f"dbhub.toml; {REFERENCE} has no row cap, so {ROW_CAP:,} is a LIMIT in its SQL."
+        f"dbhub.toml; {REFERENCE} has no row cap, so {ROW_CAP:,} is a LIMIT in its SQL.\n\n"
+        f'{SDK_FLOOR}: a server on the same mcp SDK as sqlscout whose one tool answers "ok" without any '
+        "work (`python -m benchmarks.peers.sdk_floor`), called for every small task: the least a call to a "
+        "server built on the SDK costs through this client, before any database work."
     )
 
 

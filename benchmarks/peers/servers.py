@@ -10,6 +10,7 @@ from pathlib import Path
 from mcp import StdioServerParameters
 
 from benchmarks.peers.install import DBHUB_VERSION, REFERENCE_PACKAGE, REFERENCE_VERSION
+from benchmarks.peers.sdk_floor import NOOP_TOOL
 from benchmarks.peers.tasks import (
     BIG_RESULT,
     BIG_SQL,
@@ -30,6 +31,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SQLSCOUT = "sqlscout"
 DBHUB = f"DBHub {DBHUB_VERSION}"
 REFERENCE = f"{REFERENCE_PACKAGE} {REFERENCE_VERSION}"
+SDK_FLOOR = "mcp SDK floor"
 
 
 @dataclass(frozen=True)
@@ -41,13 +43,18 @@ class Server:
     calls: dict[str, Call]
 
 
-def sqlscout(dsn: str) -> Server:
-    params = StdioServerParameters(
+def _project_module(module: str, *args: str) -> StdioServerParameters:
+    """A module of this project run with this interpreter, from the project's root."""
+    return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "mcp_server", "--dsn", dsn, "--max-rows", str(ROW_CAP), "--log-level", "WARNING"],
+        args=["-m", module, *args],
         env={"PYTHONPATH": str(PROJECT_ROOT)},
         cwd=str(PROJECT_ROOT),
     )
+
+
+def sqlscout(dsn: str) -> Server:
+    params = _project_module("mcp_server", "--dsn", dsn, "--max-rows", str(ROW_CAP), "--log-level", "WARNING")
     calls = {
         LIST_TABLES: Call("list_tables"),
         DESCRIBE_TABLE: Call("describe_table", {"table": DESCRIBED_TABLE}),
@@ -105,3 +112,13 @@ def reference(executable: Path, sqlite_path: str) -> Server:
         ),
     }
     return Server(REFERENCE, params, calls)
+
+
+def sdk_floor() -> Server:
+    """A server on sqlscout's own mcp SDK whose one tool does nothing: it answers every small task with the same
+    no-op call, the least any server built on the SDK can cost (the big result is left out)."""
+    params = _project_module("benchmarks.peers.sdk_floor")
+    noop = Call(NOOP_TOOL, note="no work at all")
+    return Server(
+        SDK_FLOOR, params, {task: noop for task in (LIST_TABLES, DESCRIBE_TABLE, SAMPLE_ROWS, GROUP_BY)}
+    )
