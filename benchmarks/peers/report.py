@@ -53,13 +53,18 @@ def _chars(task: TaskMeasure | None) -> int | None:
     return task.text_chars if task is not None and task.error is None else None
 
 
+def _chars_ratio(ours: int | None, server: ServerMeasure, theirs: int | None) -> str:
+    """ours / theirs, except against the SDK floor, whose one-line tool says nothing worth comparing."""
+    return MISSING if server.name == SDK_FLOOR else ratio(ours, theirs)
+
+
 def tools_table(ours: ServerMeasure, peers: Sequence[ServerMeasure]) -> str:
     lines = [
         "| server | version | protocol | tools | tools/list chars | chars sqlscout / peer |",
         "|---|---|---|--:|--:|--:|",
     ]
     for server in (ours, *peers):
-        versus = "" if server is ours else ratio(ours.tools_chars, server.tools_chars)
+        versus = "" if server is ours else _chars_ratio(ours.tools_chars, server, server.tools_chars)
         lines.append(
             f"| {server.name} | {server.version} | {server.protocol} | {server.tool_count} "
             f"| {server.tools_chars:,} | {versus} |"
@@ -82,7 +87,7 @@ def _task_row(task_name: str, server: ServerMeasure, ours: ServerMeasure) -> str
         cells += ["", ""]
     else:
         ours_task = ours.tasks.get(task_name)
-        cells += [ratio(median_ms(ours_task), ms), ratio(_chars(ours_task), chars)]
+        cells += [ratio(median_ms(ours_task), ms), _chars_ratio(_chars(ours_task), server, chars)]
     return f"| {task_name} | {server.name} | " + " | ".join(cells) + " |"
 
 

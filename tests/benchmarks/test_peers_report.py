@@ -2,6 +2,7 @@
 
 from benchmarks.peers.drive import ServerMeasure, TaskMeasure
 from benchmarks.peers.report import errors, tasks_table, tools_table
+from benchmarks.peers.servers import SDK_FLOOR
 from benchmarks.peers.tasks import Call
 
 
@@ -36,3 +37,10 @@ def test_a_task_the_peer_lacks_or_fails_has_no_numbers_and_the_failure_is_listed
         ["z: error", "–", "–", "–", "–", "–"],
     ]
     assert errors([ours, peer]) == ["peer, b: no such table: orders"]
+
+
+def test_against_the_sdk_floor_only_time_is_compared():
+    ours = server("sqlscout", 400, query=timed("run_query", [0.004], 300))
+    floor = server(SDK_FLOOR, 100, query=timed("noop", [0.002], 2))
+    assert rows(tasks_table(ours, [floor], ["query"]))[1][-2:] == ["2.00x", "–"]
+    assert rows(tools_table(ours, [floor]))[1][-1] == "–"
