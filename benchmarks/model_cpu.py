@@ -61,9 +61,10 @@ REAL_SIZE_VARIANTS = (
     "sqlscout-bf16",
     "sqlscout-int8-compiled",
 )
-# The default dtype, and so what the real-size run measures, depends on whether the CPU multiplies bf16 natively:
-# each kind of CPU keeps its own section, raw numbers and plot.
-REAL_SIZE_KINDS = {True: ("native bf16", "bf16"), False: ("no native bf16", "fp32")}
+# The default dtype, and so what the real-size run measures, depends on whether the CPU multiplies bf16 natively,
+# and without it how wide its vectors are (the laptop CPUs without AVX-512): each kind of CPU keeps its own
+# section, raw numbers and plot. Keyed by torch's CPU capability; any other capability is named as torch names it.
+NO_NATIVE_BF16_KINDS = {"AVX512": ("AVX-512, no native bf16", "avx512"), "AVX2": ("AVX2, no AVX-512", "avx2")}
 # An agent episode: a 700-token prompt, then 6 rounds of a 300-token tool result and 250 generated tokens.
 EPISODE_ROUNDS, EPISODE_GENERATED = 6, 250
 
@@ -208,11 +209,19 @@ def report(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def real_size_kind() -> tuple[str, str]:
+    """This CPU's kind for the real-size results: its words in the section title, and its file suffix."""
+    if native_bf16():
+        return "native bf16", "bf16"
+    capability = torch.backends.cpu.get_cpu_capability()
+    return NO_NATIVE_BF16_KINDS.get(capability, (f"{capability}, no native bf16", capability.lower()))
+
+
 def real_size_outputs() -> tuple[str, Path, Path]:
     """This CPU kind's RESULTS.md section title, raw numbers file and plot file for the real-size run."""
     from benchmarks.plots import RESULTS_DIR
 
-    kind, suffix = REAL_SIZE_KINDS[native_bf16()]
+    kind, suffix = real_size_kind()
     return (
         f"Model engine at the real Qwen3.5-2B size (CPU, {kind})",
         RESULTS_DIR / f"model_cpu_real_size_{suffix}.json",
@@ -258,8 +267,8 @@ def report_real_size(results: list[dict], plot: Path | None) -> str:
     first = results[0]
     lines = [
         f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared with other work), native bf16: "
-        f"{'yes' if default == 'bfloat16' else 'no'} (so the default CPU dtype here is {default}), torch "
-        f"{torch.__version__}; date {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}.",
+        f"{'yes' if default == 'bfloat16' else 'no'} (so the default CPU dtype here is {default}), vector "
+        f"instructions {torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}; date {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}.",
         "Random checkpoint with the real Qwen3.5-2B text shapes (1.88 B parameters, bf16 safetensors). One "
         "process per thread count holds transformers bf16 and one sqlscout variant at a time: decoding "
         f"alternates between the two in rounds of {ROUND_TOKENS} tokens ({first['decode_tokens']} each in all), "
@@ -350,7 +359,7 @@ def build_parser() -> configargparse.ArgumentParser:
         action="store_true",
         env_var="SQLSCOUT_BENCH_FROM_JSON",
         help="with --real-size: report the numbers of the last run on this kind of CPU (results/"
-        "model_cpu_real_size_bf16.json or _fp32.json) again",
+        "model_cpu_real_size_bf16.json, _avx512.json or _avx2.json) again",
     )
     parser.add_argument(
         "--no-record",
