@@ -142,6 +142,9 @@ def measure(model_dir: Path, threads: int, variants: list[str], rounds: int, cac
         weight_bytes, stream = weight_stream(matrices, engine.dtype)
         # Each call runs ROUND_TOKENS tokens: the one still pending from the last call, then the new ones.
         decode = functools.partial(session.generate, ROUND_TOKENS, greedy, stop_ids=set())
+        # An untimed pass each first: a cold one ran up to 3x slower than the next, and is half of two rounds.
+        stream()
+        peer.stream()
         ours, theirs, floors, their_floors = [], [], [], []
         for _ in range(rounds):
             ours.append(_timed(decode)[0])
