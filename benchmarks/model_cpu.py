@@ -268,7 +268,8 @@ def report_real_size(results: list[dict], plot: Path | None) -> str:
     lines = [
         f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared with other work), native bf16: "
         f"{'yes' if default == 'bfloat16' else 'no'} (so the default CPU dtype here is {default}), vector "
-        f"instructions {torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}; date {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}.",
+        f"instructions {torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}; "
+        f"date {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}.",
         "Random checkpoint with the real Qwen3.5-2B text shapes (1.88 B parameters, bf16 safetensors). One "
         "process per thread count holds transformers bf16 and one sqlscout variant at a time: decoding "
         f"alternates between the two in rounds of {ROUND_TOKENS} tokens ({first['decode_tokens']} each in all), "
