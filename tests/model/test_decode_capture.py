@@ -38,8 +38,10 @@ def pair(engines, variant):
 
 
 # fp32: eager decode attends over only the used positions, a replay over the whole cache, so the two differ
-# in the last bits; differences are measured against the largest magnitude of the tensor.
-TOLERANCE = 1e-5
+# in the last bits, and the recurrent states carry those bits through every step (1.6e-5 after 39 steps on an
+# AVX2 CPU, whose sums run in another order than AVX-512's). A capture that writes a real position differs by
+# about 1. Differences are measured against the largest magnitude of the tensor.
+TOLERANCE = 1e-4
 
 
 def _assert_close(got: torch.Tensor, want: torch.Tensor, label: str) -> None:
