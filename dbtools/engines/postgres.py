@@ -11,7 +11,7 @@ from itertools import islice
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.pq import ExecStatus
+from psycopg.pq import DiagnosticField, ExecStatus
 from psycopg.pq.abc import PGresult
 
 from dbtools.engines.base import ColumnInfo, Database, ForeignKey, ResultCaps, TableInfo
@@ -189,7 +189,10 @@ class PostgresDatabase(Database):
             # Parse and plan as the unnamed prepared statement: nothing runs.
             result = conn.pgconn.prepare(b"", sql.encode())
             if result.status == ExecStatus.FATAL_ERROR:
-                return _engine_message(pg_errors.error_from_result(result, encoding=conn.info.encoding))
+                error = _prepare_error(conn, result)
+                if isinstance(error, psycopg.OperationalError):
+                    raise error  # the connection, not the statement
+                return _engine_message(error)
         return None
 
     def stream(self, sql: str, params: Sequence = (), *, timeout_s: float | None = None) -> Iterator[tuple]:
@@ -297,12 +300,21 @@ def _render_create_table(
     return f"CREATE TABLE {qualified} ({', '.join(parts)})"
 
 
+def _prepare_error(conn: psycopg.Connection, result: PGresult) -> psycopg.Error:
+    """A failed prepare's error: the server's own, or OperationalError when no server answered (a lost connection
+    has no SQLSTATE, which error_from_result would turn into a plain DatabaseError, read as a bad statement)."""
+    if result.error_field(DiagnosticField.SQLSTATE) is None:
+        message = result.get_error_message() or conn.pgconn.get_error_message()
+        return psycopg.OperationalError(message or "the connection to the server was lost")
+    return pg_errors.error_from_result(result, encoding=conn.info.encoding)
+
+
 def _described(conn: psycopg.Connection, sql: str) -> PGresult:
     """The server's description of a statement, prepared as the unnamed statement; its error if it has none."""
     pgconn = conn.pgconn
     prepared = pgconn.prepare(b"", sql.encode(conn.info.encoding))
     if prepared.status != ExecStatus.COMMAND_OK:
-        raise pg_errors.error_from_result(prepared, encoding=conn.info.encoding)
+        raise _prepare_error(conn, prepared)
     # Sent and awaited here, not with describe_prepared(), which waits for the server holding the GIL: a
     # server that stalled then froze every thread of the process.
     pgconn.send_describe_prepared(b"")

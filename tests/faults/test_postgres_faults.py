@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 
-from dbtools.engines import Database, open_database
+from dbtools.engines import Database, open_database, postgres
 from dbtools.errors import ConnectionFailedError, DatabaseBusyError, DatabaseToolError
 from dbtools.throwaway_postgres import PostgresServer
 from tests.faults.tcp_proxy import TcpProxy
@@ -282,3 +282,23 @@ def test_cutting_long_values_keeps_names_types_order_and_short_values(open_pg):
     assert blob == b"\x01\x02"
     ordered = db.query("SELECT g, 'x' AS t FROM generate_series(1, 3) g ORDER BY g DESC -- last\n;")
     assert ordered.rows == [(3, "x"), (2, "x"), (1, "x")]
+
+
+def test_a_backend_lost_just_before_the_prepare_is_a_lost_connection_not_a_bad_statement(
+    server, open_pg, monkeypatch
+):
+    # A restart under load can end a backend between the transaction's start and the statement's prepare:
+    # libpq's error then has no SQLSTATE, and it must read as the connection lost, as at every other step.
+    db = open_pg(pool_size=1)
+    real_described = postgres._described
+
+    def described_after_the_backend_ends(conn, sql):
+        with psycopg.connect(server.dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (conn.info.backend_pid,))
+        return real_described(conn, sql)
+
+    monkeypatch.setattr(postgres, "_described", described_after_the_backend_ends)
+    with pytest.raises(ConnectionFailedError, match="^lost the connection to PostgreSQL at "):
+        db.query("SELECT 1")
+    monkeypatch.setattr(postgres, "_described", real_described)
+    assert db.query("SELECT 1").rows == [(1,)]
