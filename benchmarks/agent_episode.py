@@ -331,7 +331,7 @@ def checkpoint(model_dir: str | None) -> Path:
     """The given model directory, or the mid-size random checkpoint (written once into the temp folder)."""
     if model_dir:
         return Path(model_dir)
-    from model.random_checkpoint import write_tiny_checkpoint
+    from benchmarks.random_checkpoint import write_tiny_checkpoint
 
     path = Path(tempfile.gettempdir()) / "sqlscout-bench-qwen35-h384-l6"
     if not (path / "config.json").exists():

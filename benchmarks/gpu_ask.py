@@ -22,13 +22,13 @@ import configargparse
 import torch
 
 from benchmarks.model_decode import SHAPES, build_checkpoint
+from benchmarks.random_checkpoint import write_tokenizer_files
 from dbtools.engines import open_database
 from mcp_server.agent import Agent, AgentAnswer, AgentConfig
 from mcp_server.agent.policies.base import Completion
 from mcp_server.agent.policies.local import LocalPolicy, LocalRun
 from mcp_server.agent.prompts import Prompts, load_prompts
 from model.engine import Engine
-from model.random_checkpoint import write_tokenizer_files
 from model.sampling_params import SamplingParams
 
 log = logging.getLogger("benchmarks.gpu_ask")

@@ -22,11 +22,11 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.model_results import record_section
+from benchmarks.random_checkpoint import write_tiny_checkpoint
 from model.cache import ModelCache
 from model.engine import Engine
 from model.int8_weights import Int8Weight
 from model.loader import load_weights
-from model.random_checkpoint import write_tiny_checkpoint
 from model.sampling_params import SamplingParams
 
 SECTION = "int8 weights: fidelity"

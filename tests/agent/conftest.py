@@ -9,8 +9,8 @@ import duckdb
 import psycopg
 import pytest
 
+from benchmarks.random_checkpoint import write_tokenizer_files
 from dbtools.engines import open_database
-from model.random_checkpoint import write_tokenizer_files
 from model.tokenizer import Tokenizer
 from tests.dbtools.fixture_schema import mysql_connection
 

@@ -8,13 +8,13 @@ import threading
 
 import pytest
 
+from benchmarks.random_checkpoint import write_tiny_checkpoint
 from mcp_server.agent import Agent, AgentConfig
 from mcp_server.agent.errors import AgentCancelled
 from mcp_server.agent.policies import local_batch
 from mcp_server.agent.policies.local import LocalPolicy
 from mcp_server.agent.prompts import Prompts
 from model.engine import Engine
-from model.random_checkpoint import write_tiny_checkpoint
 from model.row_pool import RowPool
 from model.sampling_params import SamplingParams
 

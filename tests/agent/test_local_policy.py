@@ -10,13 +10,13 @@ import weakref
 import pytest
 import torch
 
+from benchmarks.random_checkpoint import write_tiny_checkpoint
 from mcp_server.agent import Agent, AgentConfig
 from mcp_server.agent.errors import AgentCancelled, ModelOutOfMemoryError
 from mcp_server.agent.policies import local_batch
 from mcp_server.agent.policies.local import LocalPolicy
 from mcp_server.agent.prompts import Prompts
 from model.engine import Engine, Session
-from model.random_checkpoint import write_tiny_checkpoint
 from model.row_pool import RowPool
 from model.sampling_params import SamplingParams
 

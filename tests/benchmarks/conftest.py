@@ -2,7 +2,7 @@
 
 import pytest
 
-from model.random_checkpoint import write_tiny_checkpoint, write_tokenizer_files
+from benchmarks.random_checkpoint import write_tiny_checkpoint, write_tokenizer_files
 
 
 @pytest.fixture(scope="session")

@@ -54,7 +54,7 @@ def test_benchmarks_import_the_vendored_wheels_from_the_tree(gpu_machine_site, t
     probe = (
         "import benchmarks, json\n"
         f"modules = {{name: __import__(name).__file__ for name in {sorted(VENDORED)!r}}}\n"
-        "from model.random_checkpoint import _tiktoken_ranks\n"
+        "from benchmarks.random_checkpoint import _tiktoken_ranks\n"
         "print(json.dumps({'modules': modules, 'ranks_bytes': len(_tiktoken_ranks().read_bytes())}))"
     )
     done = run_there(gpu_machine_site, probe, tmp_path)

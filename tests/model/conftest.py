@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmarks.random_checkpoint import build_tokenizer_json, write_tiny_checkpoint
 from model.engine import Engine
-from model.random_checkpoint import build_tokenizer_json, write_tiny_checkpoint
 
 # Several shapes so that a wrong stride, head mapping or layer dispatch cannot pass by luck.
 VARIANTS = {

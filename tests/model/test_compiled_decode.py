@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from benchmarks.random_checkpoint import write_tiny_checkpoint
 from model.decode_step import decode_step
 from model.engine import Decoder, Engine
-from model.random_checkpoint import write_tiny_checkpoint
 from model.sampling_params import SamplingParams
 
 GREEDY = SamplingParams(temperature=0)

