@@ -19,13 +19,13 @@ from pathlib import Path
 
 import configargparse
 import torch
-import torch.nn.functional as F
 
 from benchmarks.model_results import record_section
 from benchmarks.random_checkpoint import write_tiny_checkpoint
 from model.cache import ModelCache
+from model.cpu_weights import CpuWeight
 from model.engine import Engine
-from model.int8_weights import Int8Weight
+from model.linear import embedding
 from model.loader import load_weights
 from model.sampling_params import SamplingParams
 
@@ -61,7 +61,7 @@ def _run(engine: Engine, prompt: list[int], greedy_tokens: int) -> dict:
     start = torch.zeros(1, dtype=torch.long)
     positions = torch.arange(len(prompt))[None]
     cache = ModelCache.allocate(engine.config, 1, len(prompt) + 1, engine.device, engine.dtype)
-    x, residual, streams = F.embedding(tokens, model.weights["embed_tokens.weight"]), None, []
+    x, residual, streams = embedding(tokens, model.weights["embed_tokens.weight"], model.dtype), None, []
     for i in range(engine.config.num_hidden_layers):
         x, residual = model.layer(i, x, residual, positions, start, cache)
         streams.append((x.float() + residual.float())[0])
@@ -78,9 +78,9 @@ def _weight_error(quantized: dict, reference: dict) -> float:
     """Relative Frobenius error of the int8 weights against the bf16 ones, over all quantized matrices."""
     error = total = 0.0
     for name, weight in quantized.items():
-        if isinstance(weight, Int8Weight):
-            dense = reference[name].float()
-            error += (weight.dequantize(torch.float32) - dense).norm().item() ** 2
+        if isinstance(weight, CpuWeight) and weight.kind in ("int8", "int4"):
+            dense = reference[name].dequantize()
+            error += (weight.dequantize() - dense).norm().item() ** 2
             total += dense.norm().item() ** 2
     return (error / total) ** 0.5
 

@@ -288,7 +288,7 @@ def report_real_size(results: list[dict], plot: Path | None) -> str:
         floor = 1 / r["floor_s"]
         first_call = "–" if r["first_decode_call_s"] is None else f"{r['first_decode_call_s']:.1f}"
         lines.append(
-            f"| {r['threads']} | {r['variant']} | {r['dtype']}{' + int8' if r['int8'] else ''}{' (packed)' if r.get('packed') else ''} | {r['load_s']:.1f} | "
+            f"| {r['threads']} | {r['variant']} | {r['dtype']} x {' + '.join(r['weights'])} | {r['load_s']:.1f} | "
             f"{r['memory_gb']:.2f} | {r['prefill_s']:.1f} | {r['append_s']:.1f} | {first_call} | "
             f"{r['decode_tokens_per_s']:.2f} | {r['peer_decode_tokens_per_s']:.2f} | "
             f"{r['decode_tokens_per_s'] / r['peer_decode_tokens_per_s']:.2f}x | {floor:.2f} | "

@@ -33,6 +33,7 @@ VARIANTS: dict[str, dict] = {
     "sqlscout-fp32": {"dtype": torch.float32},
     "sqlscout-bf16": {"dtype": torch.bfloat16},
     "sqlscout-int8": {"quantize": "int8"},
+    "sqlscout-int4": {"quantize": "int4"},
     "sqlscout-int8-compiled": {"quantize": "int8", "compile_decode": True},
 }
 PEER = "transformers-bf16"
@@ -119,9 +120,8 @@ def _load_and_fill(model_dir: Path, threads: int, settings: dict, cache_dir: Pat
 
 
 def measure(model_dir: Path, threads: int, variants: list[str], rounds: int, cache_dir: Path) -> list[dict]:
+    from model.cpu_weights import CpuWeight
     from model.engine import set_cpu_threads
-    from model.int8_weights import Int8Weight
-    from model.packed_weights import PackedWeight
     from model.sampling_params import SamplingParams
 
     set_cpu_threads(threads)
@@ -157,8 +157,7 @@ def measure(model_dir: Path, threads: int, variants: list[str], rounds: int, cac
             {
                 "variant": name,
                 "dtype": str(engine.dtype).removeprefix("torch."),
-                "int8": any(isinstance(w, Int8Weight) for w in matrices),
-                "packed": any(isinstance(w, PackedWeight) for w in matrices),
+                "weights": sorted({w.kind for w in matrices if isinstance(w, CpuWeight)}),
                 "compiled": engine.compile_decode,
                 **timings,
                 "memory_gb": memory.peak_added_gb(),
@@ -175,7 +174,7 @@ def measure(model_dir: Path, threads: int, variants: list[str], rounds: int, cac
         {
             "variant": PEER,
             "dtype": "bfloat16",
-            "int8": False,
+            "weights": ["bfloat16"],
             "compiled": False,
             "load_s": peer.load_s,
             "prefill_s": peer.prefill_s,

@@ -1,5 +1,5 @@
 """The weight-streaming floor of a CPU decode token: one bare pass of matrix-vector products over every weight
-matrix the token reads, in the engine's own storage (fp32, bf16, packed bf16 or int8)."""
+matrix the token reads, in the engine's own storage (plain, or a CpuWeight: bf16, int8 or int4 tiles)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from model.int8_weights import Int8Weight
 from model.linear import Weight, linear
-from model.packed_weights import PackedWeight
 
 
 def weight_stream(matrices: Iterable[Weight], dtype: torch.dtype) -> tuple[int, Callable[[], None]]:
@@ -20,11 +18,7 @@ def weight_stream(matrices: Iterable[Weight], dtype: torch.dtype) -> tuple[int, 
     """
     distinct = {}
     for weight in matrices:
-        if isinstance(weight, PackedWeight):
-            distinct[id(weight)] = weight  # a packed copy is never shared, and has no data pointer
-            continue
-        storage = weight.values if isinstance(weight, Int8Weight) else weight
-        distinct[storage.data_ptr()] = weight
+        distinct[weight.data_ptr() if isinstance(weight, torch.Tensor) else id(weight)] = weight
     inputs = {w.shape[1]: torch.randn(1, w.shape[1], dtype=dtype) for w in distinct.values()}
 
     @torch.inference_mode()

@@ -18,7 +18,7 @@ ENV_PREFIX = "SQLSCOUT_"
 TRANSPORTS = ("stdio", "http")
 DEVICES = ("cpu", "cuda")
 DTYPES = ("bfloat16", "float32")
-QUANTIZATIONS = ("int8",)
+QUANTIZATIONS = ("int8", "int4")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOOPBACK_NAMES = ("localhost",)
 # An endpoint batches many requests; a few questions at once keep one team's assistants from queueing.
@@ -122,7 +122,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "quantize",
-        "int8: a local model's projections as int8 weights, about half the bf16 decode time on a CPU (CPU only)",
+        "int8 or int4: a local model's weights quantized, a half or about a third of bf16's bytes to read per "
+        "token on a CPU (CPU only; int4 keeps the LM head int8)",
         choices=QUANTIZATIONS,
     ),
     Option(

@@ -11,7 +11,7 @@ import time
 import configargparse
 import torch
 
-from model.int8_weights import QUANTIZE_CHOICES
+from model.quantize import QUANTIZE_CHOICES
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 DEVICES = ("cpu", "cuda")
@@ -56,7 +56,8 @@ def build_parser() -> configargparse.ArgumentParser:
         "--quantize",
         choices=QUANTIZE_CHOICES,
         env_var="SQLSCOUT_QUANTIZE",
-        help="int8: projections and LM head as int8 weights with per-row scales (CPU only)",
+        help="int8: projections and LM head as int8 weights with per-row scales; int4: projections as int4 "
+        "with a scale and minimum per 64 values, the LM head int8 (CPU only)",
     )
     parser.add_argument(
         "--threads", type=int, env_var="SQLSCOUT_THREADS", help="CPU threads (default: one per physical core)"

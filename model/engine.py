@@ -11,22 +11,22 @@ from pathlib import Path
 
 import torch
 
+from kernels import cpu as cpu_kernels
 from model.cache import ModelCache
 from model.config import Qwen35Config
 from model.cpu import native_bf16, physical_cores
 from model.cuda_graph import CudaGraphCapture, StepCapture
 from model.decode_step import DecodeBuffers, compiled_decode_step, decode_step, is_stop
-from model.int8_weights import QUANTIZE_CHOICES
 from model.loader import check_model_dir, load_weights
-from model.packed_weights import pack_projections, packing_applies
+from model.quantize import QUANTIZE_CHOICES
 from model.qwen35 import Qwen35Model
 from model.sampling import SamplingParams, draw_noise, make_generator, sample, sampling_mode
 from model.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
-# Under an engine's cache directory: int8 weights, and torch.compile's compiled graphs.
-INT8_CACHE = "int8-weights"
+# Under an engine's cache directory: quantized weights, and torch.compile's compiled graphs.
+QUANTIZED_CACHE = "quantized-weights"
 COMPILE_CACHE = "torch-compile"
 
 # Width of the stop-id buffer a decode step compares against (padded with -1): stop lists up to this long
@@ -44,7 +44,9 @@ def default_device() -> torch.device:
 
 
 def default_dtype(device: torch.device) -> torch.dtype:
-    """bf16, the checkpoint's own dtype, on a GPU and on a CPU that multiplies bf16 natively; else fp32."""
+    """The activations' dtype: bf16 on a GPU and on a CPU that multiplies bf16 natively; else fp32. Either way a
+    CPU keeps the weights as the checkpoint stores them (bf16) and its decode products widen them in registers
+    (model/cpu_weights.py), so fp32 activations cost no weight bytes."""
     return torch.bfloat16 if device.type == "cuda" or native_bf16() else torch.float32
 
 
@@ -128,9 +130,9 @@ class Engine:
     ) -> Engine:
         """Load config, tokenizer and weights of model_dir; cuda when available, else the CPU.
 
-        dtype defaults to default_dtype(device); quantize "int8" stores the projections and the LM head as
-        int8 (CPU only); threads sets torch's CPU threads (default: one per physical core); compile_decode
-        compiles the CPU decode step with torch.compile. cache_dir keeps int8 weights and compiled steps for
+        dtype (of the activations) defaults to default_dtype(device); quantize "int8" or "int4" stores the
+        projections and the LM head quantized (CPU only, see load_weights); threads sets torch's CPU threads (default: one per physical core); compile_decode
+        compiles the CPU decode step with torch.compile. cache_dir keeps quantized weights and compiled steps for
         the next run.
         """
         path = check_model_dir(model_dir)
@@ -148,16 +150,16 @@ class Engine:
             raise ValueError("compile_decode compiles the CPU decode step; on a GPU it is a CUDA graph")
         if device.type == "cpu":
             set_cpu_threads(threads)
+            cpu_kernels.products()  # built (once per machine) before the first token, not during it
         dtype = dtype or _chosen_dtype(device)
         config = Qwen35Config.from_model_dir(path)
         cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else None
         if compile_decode and cache_dir is not None:
             # Inductor keeps its compiled graphs there, so a later run skips most of the compile.
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir / COMPILE_CACHE))
-        weights = load_weights(path, config, device, dtype, quantize, cache_dir and cache_dir / INT8_CACHE)
-        # torch.compile takes plain tensors only: a compiled step keeps the weights as they are.
-        if quantize is None and not compile_decode and packing_applies(device, dtype):
-            pack_projections(weights)
+        weights = load_weights(
+            path, config, device, dtype, quantize, cache_dir and cache_dir / QUANTIZED_CACHE
+        )
         tokenizer = Tokenizer.from_model_dir(path)
         return cls(
             Qwen35Model(config, weights),

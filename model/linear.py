@@ -1,20 +1,25 @@
-"""x @ weight.T for every kind of weight the model holds: plain, int8 (int8_weights) or packed (packed_weights)."""
+"""x @ weight.T and embedding lookups for every kind of weight the model holds: a plain tensor (GPU) or a CpuWeight
+(CPU: bf16, int8 or int4 in the tiled layout of the C++ products)."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from model.int8_weights import Int8Weight, int8_linear
-from model.packed_weights import PackedWeight, packed_linear
+from model.cpu_weights import CpuWeight, cpu_linear
 
-Weight = torch.Tensor | Int8Weight | PackedWeight
+Weight = torch.Tensor | CpuWeight
 
 
 def linear(x: torch.Tensor, weight: Weight) -> torch.Tensor:
     """x @ weight.T, in x's dtype."""
     if isinstance(weight, torch.Tensor):
         return F.linear(x, weight)
-    if isinstance(weight, Int8Weight):
-        return int8_linear(x, weight)
-    return packed_linear(x, weight)
+    return cpu_linear(x, weight)
+
+
+def embedding(tokens: torch.Tensor, weight: Weight, dtype: torch.dtype) -> torch.Tensor:
+    """The rows of weight for tokens, in dtype."""
+    if isinstance(weight, torch.Tensor):
+        return F.embedding(tokens, weight).to(dtype)
+    return weight.embedding(tokens, dtype)

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import ExitStack
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
 from tqdm import tqdm
 
-from model import int8_cache
+from model import quantized_cache
 from model.config import Qwen35Config
+from model.cpu_weights import int4_applies, stored_kind, to_cpu_weight
 from model.errors import DOWNLOAD_HINT, ModelDirectoryError
-from model.int8_weights import Int8Weight, quantize_int8
+from model.linear import Weight
+from model.quantize import INT4_GROUP
 from model.qwen35 import WeightLayout, weight_layout
 
 log = logging.getLogger(__name__)
@@ -22,6 +25,7 @@ SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 # Checkpoints above this size report progress on stderr.
 PROGRESS_BYTES = 256 * 1024 * 1024
+SAFETENSORS_DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
 
 
 def check_model_dir(model_dir: str | Path) -> Path:
@@ -67,38 +71,63 @@ def load_weights(
     device: torch.device,
     dtype: torch.dtype,
     quantize: str | None = None,
-    int8_cache_dir: Path | None = None,
-) -> dict[str, torch.Tensor | Int8Weight]:
-    """Load the language-model weights into tensors on device, fusing projections as weight_layout says.
+    quantized_cache_dir: Path | None = None,
+) -> dict[str, Weight]:
+    """Load the language-model weights onto device, fusing projections as weight_layout says.
 
     Each destination tensor is allocated once and each checkpoint tensor is copied into its slice, so no
     second full copy of the model is ever held. Vision and multi-token-prediction weights are skipped.
-    quantize "int8" turns every projection and the LM head into an Int8Weight as soon as it is complete (so at
-    most one of them is held in dtype at a time); norms, the embedding and the GDN constants stay as they are.
-    With int8_cache_dir the int8 weights are read from there when this checkpoint's are, and kept there when not.
+    On a GPU every tensor is a plain one in dtype. On the CPU every projection and the LM head becomes a CpuWeight
+    as soon as it is complete (so at most one is held twice at a time): in the checkpoint's own dtype, or int8 /
+    int4 with quantize (int4 for the projections whose width is a whole number of groups, the LM head int8); the
+    embedding stays in the checkpoint's dtype, and a head tied to it is kept once, as the head, unless quantized.
+    With quantized_cache_dir the quantized weights are read from there when this checkpoint's are, and kept
+    there when not.
     """
     prefix = "model.language_model." if config.vision_language else "model."
     files = checkpoint_files(model_dir)
     layout = weight_layout(config)
+    on_cpu = device.type == "cpu"
     cache_path, cached = None, {}
-    if quantize and int8_cache_dir is not None:
-        cache_path = int8_cache.cache_file(int8_cache_dir, model_dir, set(files.values()))
-        cached = int8_cache.read(cache_path, device) or {}
-        if set(cached) != {name for name in [*layout, "lm_head.weight"] if is_quantized(name)}:
+    if quantize and quantized_cache_dir is not None:
+        cache_path = quantized_cache.cache_file(
+            quantized_cache_dir, model_dir, set(files.values()), quantize, INT4_GROUP
+        )
+        cached = quantized_cache.read(cache_path) or {}
+        if set(cached) != {name for name in [*layout, "lm_head.weight"] if is_matrix(name)}:
             cached = {}
     to_read = {name: part for name, part in layout.items() if name not in cached}
-    weights = _read_checkpoint(model_dir, files, to_read, prefix, device, dtype, quantize)
+    weights = _read_checkpoint(model_dir, files, to_read, prefix, device, dtype, quantize if on_cpu else None)
     weights.update(cached)
     if "lm_head.weight" not in weights:
         head = weights["embed_tokens.weight"]
-        weights["lm_head.weight"] = quantize_int8(head) if quantize else head
+        if on_cpu:
+            weights["lm_head.weight"] = to_cpu_weight(head, _head_kind(head, quantize))
+            if not quantize:  # kept once: the tied embedding reads the head's rows
+                weights["embed_tokens.weight"] = weights["lm_head.weight"]
+        else:
+            weights["lm_head.weight"] = head
     if cache_path is not None and not cached:
-        int8_cache.write(cache_path, {name: w for name, w in weights.items() if isinstance(w, Int8Weight)})
+        quantized_cache.write(cache_path, {name: w for name, w in weights.items() if is_matrix(name)})
     if cached:
         log.info("loaded the %s weights from %s, the rest from %s", quantize, cache_path, model_dir)
     else:
         log.info("loaded the weights from %s%s", model_dir, f", {quantize} projections" if quantize else "")
     return weights
+
+
+def _head_kind(head: torch.Tensor, quantize: str | None) -> str:
+    # The head decides every token: 4-bit there is not shown harmless, so it stays int8 (as llama.cpp's Q4_K_M
+    # keeps its output matrix at 6 bits).
+    return stored_kind(head, "int8" if quantize == "int4" else quantize)
+
+
+def _matrix_kind(name: str, weight: torch.Tensor, quantize: str | None) -> str:
+    if name == "lm_head.weight":
+        return _head_kind(weight, quantize)
+    if quantize == "int4" and not int4_applies(weight.shape):
+        return "int8"
+    return stored_kind(weight, quantize)
 
 
 def _read_checkpoint(
@@ -109,7 +138,7 @@ def _read_checkpoint(
     device: torch.device,
     dtype: torch.dtype,
     quantize: str | None,
-) -> dict[str, torch.Tensor | Int8Weight]:
+) -> dict[str, Weight]:
     """The model tensors of layout read from the checkpoint's files (see load_weights)."""
     sources = {
         _checkpoint_name(source, prefix): source for part in layout.values() for source in part.sources
@@ -121,15 +150,17 @@ def _read_checkpoint(
             f"{model_dir}: the checkpoint lacks {shown}; is it a complete Qwen3.5 model?"
         )
     total_bytes = sum(f.stat().st_size for f in set(files.values()))
+    on_cpu = device.type == "cpu"
+    stored = _stored_dtypes(files, layout, prefix) if on_cpu else {}
     weights = {
-        name: torch.empty(part.shape, device=device, dtype=part.dtype or dtype)
+        name: torch.empty(part.shape, device=device, dtype=part.dtype or stored.get(name) or dtype)
         for name, part in layout.items()
     }
     by_file: dict[Path, list[str]] = {}
     for name in sources:
         by_file.setdefault(files[name], []).append(name)
     destinations = _destinations(layout, weights, prefix)
-    # Sources still to be copied into each fused tensor, to quantize it the moment it is complete.
+    # Sources still to be copied into each fused tensor, to convert it the moment it is complete.
     pending = {name: len(part.sources) for name, part in layout.items()}
     with tqdm(
         total=len(sources), desc="loading weights", unit="tensor", disable=total_bytes < PROGRESS_BYTES
@@ -137,7 +168,7 @@ def _read_checkpoint(
         for file, names in sorted(by_file.items()):
             with safe_open(file, framework="pt") as handle:
                 for name in names:
-                    # Popped, so no view keeps a quantized tensor's dense storage alive.
+                    # Popped, so no view keeps a converted tensor's dense storage alive.
                     target, destination, expected = destinations.pop(name)
                     shape = tuple(handle.get_slice(name).get_shape())
                     if shape != expected:
@@ -147,14 +178,34 @@ def _read_checkpoint(
                         )
                     destination.copy_(handle.get_tensor(name).view(destination.shape))
                     pending[target] -= 1
-                    if quantize and pending[target] == 0 and is_quantized(target):
-                        weights[target] = quantize_int8(weights[target])
+                    if on_cpu and pending[target] == 0 and is_matrix(target):
+                        weight = weights[target]
+                        weights[target] = to_cpu_weight(weight, _matrix_kind(target, weight, quantize))
                     progress.update(1)
     return weights
 
 
-def is_quantized(name: str) -> bool:
-    """Whether weight-only quantization covers the model tensor `name`: every projection and the LM head."""
+def _stored_dtypes(
+    files: dict[str, Path], layout: dict[str, WeightLayout], prefix: str
+) -> dict[str, torch.dtype]:
+    """The CPU keeps the matrices and the embedding as the checkpoint stores them: bf16 as bf16, else fp32."""
+    names = [name for name in layout if is_matrix(name) or name == "embed_tokens.weight"]
+    stored = {}
+    with ExitStack() as stack:
+        handles = {}
+        for name in names:
+            source = _checkpoint_name(layout[name].sources[0], prefix)
+            file = files[source]
+            if file not in handles:
+                handles[file] = stack.enter_context(safe_open(file, framework="pt"))
+            kind = SAFETENSORS_DTYPES.get(handles[file].get_slice(source).get_dtype())
+            stored[name] = torch.bfloat16 if kind == torch.bfloat16 else torch.float32
+    return stored
+
+
+def is_matrix(name: str) -> bool:
+    """Whether the model tensor `name` is a matrix of the products (a CpuWeight on the CPU, quantized when asked):
+    every projection and the LM head."""
     return name.endswith("proj.weight") or name == "lm_head.weight"
 
 

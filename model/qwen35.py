@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 import kernels
 from model.cache import ModelCache
 from model.config import Qwen35Config
-from model.linear import Weight, linear
+from model.linear import Weight, embedding, linear
 
 # Raw gate inputs that make a Gated DeltaNet step leave its state untouched: softplus -> 0 so the decay
 # is exp(0) = 1, and sigmoid -> 0 so nothing is written. Used for rows that sit out a batched decode step.
@@ -92,9 +91,10 @@ class Qwen35Model:
     def __init__(self, config: Qwen35Config, weights: dict[str, Weight]) -> None:
         self.config = config
         self.weights = weights
-        embed = weights["embed_tokens.weight"]
-        self.device = embed.device
-        self.dtype = embed.dtype
+        # The final norm's weight is in the activations' dtype; the embedding may be stored in another.
+        norm = weights["norm.weight"]
+        self.device = norm.device
+        self.dtype = norm.dtype
         rotary_dim = config.rotary_dim
         exponents = torch.arange(0, rotary_dim, 2, dtype=torch.float32, device=self.device) / rotary_dim
         self.inv_freq = 1.0 / (config.rope_theta**exponents)
@@ -118,7 +118,7 @@ class Qwen35Model:
         recurrent state unchanged (their KV slot at start[b] is scratch, overwritten by the next append).
         """
         positions = start[:, None] + torch.arange(tokens.shape[1], device=tokens.device)
-        x = F.embedding(tokens, self.weights["embed_tokens.weight"])
+        x = embedding(tokens, self.weights["embed_tokens.weight"], self.dtype)
         residual = None
         for i in range(self.config.num_hidden_layers):
             x, residual = self.layer(i, x, residual, positions, start, cache, active)

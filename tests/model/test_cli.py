@@ -94,7 +94,7 @@ def test_the_cpu_engine_options_come_from_flags_or_variables():
         ("SQLSCOUT_MAX_NEW_TOKENS", "many", "argument --max-new-tokens: invalid int value: 'many'"),
         ("SQLSCOUT_DEVICE", "gpu", "argument --device: invalid choice: 'gpu'"),
         ("SQLSCOUT_DTYPE", "fp16", "argument --dtype: invalid choice: 'fp16'"),
-        ("SQLSCOUT_QUANTIZE", "int4", "argument --quantize: invalid choice: 'int4'"),
+        ("SQLSCOUT_QUANTIZE", "int3", "argument --quantize: invalid choice: 'int3'"),
         ("SQLSCOUT_THREADS", "all", "argument --threads: invalid int value: 'all'"),
         ("SQLSCOUT_COMPILE", "maybe", "Unexpected value for SQLSCOUT_COMPILE: 'maybe'"),
         ("SQLSCOUT_JSON", "2", "Unexpected value for SQLSCOUT_JSON: '2'"),

@@ -48,7 +48,7 @@ def test_a_host_configuration_keeps_the_compile_switch():
     ("variable", "value", "message"),
     [
         ("SQLSCOUT_DTYPE", "float16", "argument --dtype: invalid choice: 'float16'"),
-        ("SQLSCOUT_QUANTIZE", "int4", "argument --quantize: invalid choice: 'int4'"),
+        ("SQLSCOUT_QUANTIZE", "int3", "argument --quantize: invalid choice: 'int3'"),
         ("SQLSCOUT_THREADS", "0", "--threads must be at least 1, not 0"),
     ],
 )

@@ -1,0 +1,93 @@
+"""Decode and prefill speed of a GGUF file as llama-bench measures it, and the weight bytes a decode token reads."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from benchmarks.llama_cpp.build import gguf_py, llama_cpp_tools, run_tool
+
+BENCH_TIMEOUT_S = (
+    3600  # a 2,000-token context is prefilled before every decode repetition: minutes at 1 thread
+)
+
+
+def parse_llama_bench(output: str) -> list[dict]:
+    """The test records of `llama-bench -o json`'s output, skipping any text around its one JSON array."""
+    decoder = json.JSONDecoder()
+    start = output.find("[")
+    while start != -1:
+        try:
+            records, _ = decoder.raw_decode(output, start)
+        except json.JSONDecodeError:
+            records = None
+        if isinstance(records, list) and records and all(isinstance(r, dict) for r in records):
+            return records
+        start = output.find("[", start + 1)
+    raise ValueError(f"llama-bench printed no JSON array of test records: {output[-500:]!r}")
+
+
+def bench_record(records: list[dict], n_prompt: int, n_gen: int) -> dict:
+    """The record of the test that prefilled n_prompt tokens and generated n_gen."""
+    for record in records:
+        if record.get("n_prompt") == n_prompt and record.get("n_gen") == n_gen:
+            return record
+    tests = [(r.get("n_prompt"), r.get("n_gen")) for r in records]
+    raise ValueError(f"llama-bench ran no test with n_prompt={n_prompt}, n_gen={n_gen}; it ran {tests}")
+
+
+def _run_bench(gguf: Path, threads: int, repetitions: int, options: list[str]) -> list[dict]:
+    command = [str(llama_cpp_tools() / "llama-bench"), "-m", str(gguf), "-t", str(threads)]
+    command += ["-r", str(repetitions), "-o", "json", *options]
+    return parse_llama_bench(run_tool(command, f"llama-bench {gguf.name}", timeout_s=BENCH_TIMEOUT_S))
+
+
+def llama_bench(
+    gguf: Path,
+    threads: int,
+    *,
+    context: int = 2000,
+    decode_tokens: int = 32,
+    prefill_tokens: int = 700,
+    repetitions: int = 2,
+) -> dict:
+    """Decode tokens/s after `context` tokens, prefill tokens/s of a `prefill_tokens` prompt (with their
+    standard deviations over the repetitions) and the model's size in bytes, all as llama-bench reports them."""
+    decode = bench_record(
+        _run_bench(gguf, threads, repetitions, ["-p", "0", "-n", str(decode_tokens), "-d", str(context)]),
+        0,
+        decode_tokens,
+    )
+    prefill = bench_record(
+        _run_bench(gguf, threads, repetitions, ["-p", str(prefill_tokens), "-n", "0"]), prefill_tokens, 0
+    )
+    return {
+        "decode_tokens_per_s": float(decode["avg_ts"]),
+        "decode_tokens_per_s_stddev": float(decode["stddev_ts"]),
+        "prefill_tokens_per_s": float(prefill["avg_ts"]),
+        "prefill_tokens_per_s_stddev": float(prefill["stddev_ts"]),
+        "model_size_bytes": int(decode["model_size"]),
+    }
+
+
+def decode_weight_bytes(tensor_bytes: Mapping[str, int]) -> int:
+    """Bytes of the tensors one decode token reads, given every tensor's size by its GGUF name.
+
+    A token reads a single row of the embedding table, so token_embd counts only when it is also the LM head
+    (no separate output.weight), and then once."""
+    total = sum(size for name, size in tensor_bytes.items() if name != "token_embd.weight")
+    if "output.weight" not in tensor_bytes:
+        total += tensor_bytes.get("token_embd.weight", 0)
+    return total
+
+
+def weight_bytes_per_token(gguf: Path) -> int:
+    """decode_weight_bytes of a GGUF file, read with llama.cpp's own gguf-py."""
+    path = str(gguf_py(llama_cpp_tools()))
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    from gguf import GGUFReader
+
+    return decode_weight_bytes({tensor.name: int(tensor.n_bytes) for tensor in GGUFReader(gguf).tensors})

@@ -1,0 +1,79 @@
+"""The C++ CPU weight products (weight_products.cpp), compiled for this machine's CPU on first use.
+
+torch.utils.cpp_extension builds the library once (about 10-20 s) into torch's extension cache
+(TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and reloads it from there; a changed source or
+compiler flag builds again. Without a C++ compiler, with SQLSCOUT_KERNELS=torch, or when the build fails, the
+products run in plain PyTorch instead (kernels/reference/weight_products.py), after a one-line notice.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+from pathlib import Path
+
+import torch
+
+from kernels.backend import get_backend
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("weight_products.cpp")
+LIBRARY = "sqlscout_cpu_products"
+ARM_MACHINES = ("arm64", "aarch64")
+OPS = ("float_linear", "int8_linear", "int4_linear")
+
+
+def _tuning_flag() -> str:
+    # GCC on Arm spells "this CPU" -mcpu; x86 compilers -march.
+    return "-mcpu=native" if platform.machine().lower() in ARM_MACHINES else "-march=native"
+
+
+def _build() -> object | None:
+    """torch.ops.sqlscout_cpu once the library is loaded, or None (with the reason logged) when it cannot be."""
+    from torch.utils import cpp_extension
+
+    flags = ["-O3", _tuning_flag(), "-fopenmp"]
+    try:
+        cpp_extension.load(
+            name=LIBRARY,
+            sources=[str(SOURCE)],
+            extra_cflags=flags,
+            extra_ldflags=["-fopenmp"],
+            is_python_module=False,
+            verbose=False,
+        )
+    except (OSError, RuntimeError, ImportError, SystemExit) as error:
+        reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        log.warning(
+            "CPU weight products run in plain PyTorch (slower decoding): the C++ products could not be built "
+            "(%s); install a C++ compiler (g++ or clang++) to build them",
+            reason,
+        )
+        return None
+    for name in OPS:
+        # The products write their output in place: to torch.compile they are calls that return nothing.
+        torch.library.register_fake(f"sqlscout_cpu::{name}")(lambda *args: None)
+    return torch.ops.sqlscout_cpu
+
+
+_UNBUILT = object()
+# A plain global rather than a cache decorator: torch.compile reads it as a constant in a compiled step.
+_products: object | None = _UNBUILT
+
+
+def products() -> object | None:
+    """The compiled products (torch.ops.sqlscout_cpu), built on the first call, or None where the torch reference
+    runs instead."""
+    global _products
+    if get_backend() == "torch":
+        return None
+    if _products is _UNBUILT:
+        _products = _build()
+    return _products
+
+
+def forget_build() -> None:
+    """Build again on the next products() call (tests of the fallback)."""
+    global _products
+    _products = _UNBUILT

@@ -1,0 +1,132 @@
+"""Weight matrices on the CPU: kept in the checkpoint's own dtype (bf16), as int8 or as int4, in the tiled layout
+of the C++ products (kernels/cpu), and multiplied by fp32 activations.
+
+A decode step multiplies a few rows of activations by every weight: the products widen each weight to fp32 in
+registers, so the weights cost their stored bytes (bf16 half of fp32's) and the sums those of fp32. A product of
+many rows (a prefill) is compute-bound instead: the weights are widened a block of rows at a time and multiplied
+densely, in bf16 for bf16 activations on a CPU that multiplies bf16 natively (oneDNN's kernels), else in fp32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from kernels import cpu as cpu_kernels
+from kernels.reference import weight_products as layout
+from model.cpu import native_bf16
+from model.quantize import INT4_GROUP, quantize_int4, quantize_int8
+
+STORED_KINDS = ("float32", "bfloat16", "int8", "int4")
+# Rows of activations up to which the C++ products run; more rows are multiplied densely. Measured by
+# benchmarks.cpu_products: the products re-read nothing, but the dense kernels reach several times their flops.
+PRODUCT_MAX_ROWS = 16
+# Rows of weights widened at once by the dense path: 8 MB of fp32 at 2,048 columns.
+DENSE_BLOCK_ROWS = 1024
+
+
+@dataclass(frozen=True)
+class CpuWeight:
+    """A [N, K] matrix stored tiled (see kernels/reference/weight_products.py) as `kind`."""
+
+    kind: str
+    tiles: torch.Tensor
+    shape: torch.Size
+    scales: torch.Tensor | None = None  # int8: bf16 per row; int4: fp16 per row and group, tiled
+    minimums: torch.Tensor | None = None  # int4: fp16 per row and group, tiled
+    group: int = 0  # int4 values sharing a scale and minimum
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in (self.tiles, self.scales, self.minimums) if t is not None)
+
+    @property
+    def padded_columns(self) -> int:
+        return self.tiles.shape[1] * (2 if self.kind == "int4" else 1)
+
+    def dequantize(self, rows: slice | None = None) -> torch.Tensor:
+        """fp32 rows (default all) of the padded matrix; a slice starts at a multiple of TILE_ROWS."""
+        if self.kind == "int8":
+            return layout.dequantize_int8(self.tiles, self.scales, rows)
+        if self.kind == "int4":
+            return layout.dequantize_int4(self.tiles, self.scales, self.minimums, self.group, rows)
+        return layout.dequantize_float(self.tiles, rows)
+
+    def embedding(self, tokens: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """Rows `tokens` in dtype, as F.embedding gives them: an LM head tied to the embedding is kept once, as
+        the head (a quantized head is a copy, and the embedding stays a plain tensor)."""
+        if self.kind in ("int8", "int4"):
+            raise ValueError("a quantized matrix is never an embedding: the embedding stays as stored")
+        return layout.rows_of_tiles(self.tiles, tokens)[..., : self.shape[1]].to(dtype)
+
+
+def stored_kind(weight: torch.Tensor, quantize: str | None) -> str:
+    """How a checkpoint matrix is kept: quantized as asked, else bf16 as stored, else fp32 (exact for fp16)."""
+    if quantize is not None:
+        return quantize
+    return "bfloat16" if weight.dtype == torch.bfloat16 else "float32"
+
+
+def to_cpu_weight(weight: torch.Tensor, kind: str, group: int = INT4_GROUP) -> CpuWeight:
+    """weight [N, K] stored as kind; int4 needs K a multiple of group (see int4_applies)."""
+    if kind == "int8":
+        values, scales = quantize_int8(weight)
+        tiled_scales = weight.new_zeros(
+            layout.padded(weight.shape[0], layout.TILE_ROWS), dtype=torch.bfloat16
+        )
+        tiled_scales[: weight.shape[0]] = scales
+        return CpuWeight(kind, layout.tile_rows(values), weight.shape, tiled_scales)
+    if kind == "int4":
+        values, scales, minimums = quantize_int4(weight, group)
+        tiles = layout.tile_rows(layout.pack_int4(values))
+        return CpuWeight(
+            kind, tiles, weight.shape, layout.tile_groups(scales), layout.tile_groups(minimums), group
+        )
+    return CpuWeight(kind, layout.tile_rows(weight.to(getattr(torch, kind))), weight.shape)
+
+
+def int4_applies(weight_shape: tuple[int, ...], group: int = INT4_GROUP) -> bool:
+    """Whether a matrix of this shape can be int4: its K a whole number of groups."""
+    return weight_shape[1] % group == 0
+
+
+def cpu_linear(x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
+    """x @ weight.T in x's dtype, computed from fp32 activations."""
+    out_features, in_features = weight.shape
+    flat = x.reshape(-1, in_features).float()
+    if flat.shape[1] != weight.padded_columns:
+        flat = F.pad(flat, (0, weight.padded_columns - in_features))
+    flat = flat.contiguous()
+    ops = cpu_kernels.products()
+    if ops is not None and flat.shape[0] <= PRODUCT_MAX_ROWS:
+        out = _compiled_product(ops, flat, weight)
+    else:
+        out = _dense_product(flat, weight, x.dtype)
+    return out.view(*x.shape[:-1], out_features).to(x.dtype)
+
+
+def _compiled_product(ops, x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
+    out = torch.empty(x.shape[0], weight.shape[0], dtype=torch.float32)
+    if weight.kind == "int8":
+        ops.int8_linear(x, weight.tiles, weight.scales, out)
+    elif weight.kind == "int4":
+        ops.int4_linear(x, weight.tiles, weight.scales, weight.minimums, weight.group, out)
+    else:
+        ops.float_linear(x, weight.tiles, out)
+    return out
+
+
+def _dense_product(x: torch.Tensor, weight: CpuWeight, dtype: torch.dtype) -> torch.Tensor:
+    n = weight.shape[0]
+    # bf16 activations take bf16 products where the CPU has them (several times fp32's flops); elsewhere torch
+    # widens bf16 in software, slower than fp32.
+    dense_dtype = torch.bfloat16 if dtype == torch.bfloat16 and native_bf16() else torch.float32
+    inputs = x.to(dense_dtype)
+    out = torch.empty(x.shape[0], n, dtype=torch.float32)
+    for begin in range(0, n, DENSE_BLOCK_ROWS):
+        end = min(begin + DENSE_BLOCK_ROWS, n)
+        block = weight.dequantize(slice(begin, end))[: end - begin].to(dense_dtype)
+        out[:, begin:end] = F.linear(inputs, block)
+    return out

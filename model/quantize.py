@@ -1,0 +1,91 @@
+"""Weight-only quantization of a [N, K] matrix, once at load: int8 with one scale per row, int4 with a scale and a
+minimum per group of K fitted by least squares."""
+
+from __future__ import annotations
+
+import torch
+
+QUANTIZE_CHOICES = ("int8", "int4")
+INT8_MAX = 127
+INT4_LEVELS = 15
+# Group of K sharing one int4 scale and minimum: fp16 scale + minimum cost 0.5 bit a value at 64, and benchmarks.
+# cpu_fidelity measured 64 against 32 and 128 (see benchmarks/RESULTS.md, int4 weights: fidelity).
+INT4_GROUP = 64
+# Rows quantized at once: bounds the fp32 working copies at about 100 MB for a 2,048-wide matrix.
+BLOCK_ROWS = 8192
+# Refits of each group's scale and minimum to its rounded values (each lowers the squared error or keeps it).
+INT4_REFITS = 4
+
+
+def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values int8 [N, K], scales bf16 [N]): symmetric per row, its largest magnitude mapped to 127.
+
+    Scales are rounded to bf16 before the values are computed, so the values fit the scale the products use.
+    """
+    rows = weight.shape[0]
+    values = torch.empty(weight.shape, dtype=torch.int8, device=weight.device)
+    scales = torch.empty(rows, dtype=torch.bfloat16, device=weight.device)
+    for begin in range(0, rows, BLOCK_ROWS):
+        block = weight[begin : begin + BLOCK_ROWS].to(torch.float32, copy=True)
+        scale = (block.abs().amax(dim=1) / INT8_MAX).clamp_min(torch.finfo(torch.bfloat16).tiny)
+        scales[begin : begin + BLOCK_ROWS] = scale
+        scale = scales[begin : begin + BLOCK_ROWS].float()
+        values[begin : begin + BLOCK_ROWS] = block.div_(scale[:, None]).round_().clamp_(-INT8_MAX, INT8_MAX)
+    return values, scales
+
+
+def quantize_int4(
+    weight: torch.Tensor, group: int = INT4_GROUP
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(values uint8 [N, K] in [0, 15], scales fp16 [N, K / group], minimums fp16 [N, K / group]) with
+    weight ~= scale * value + minimum per group; K must be a multiple of group.
+
+    Each group starts from its range (min to max in 15 steps), then its scale and minimum are refitted by least
+    squares to the rounded values and the values rounded again, keeping the best fit seen; scale and minimum are
+    rounded to fp16 before the values are computed from them.
+    """
+    rows, columns = weight.shape
+    if columns % group:
+        raise ValueError(f"int4 groups of {group} do not divide the {columns} columns")
+    values = torch.empty(weight.shape, dtype=torch.uint8, device=weight.device)
+    scales = torch.empty(rows, columns // group, dtype=torch.float16, device=weight.device)
+    minimums = torch.empty_like(scales)
+    for begin in range(0, rows, BLOCK_ROWS):
+        block = weight[begin : begin + BLOCK_ROWS].float().view(-1, columns // group, group)
+        q, scale, minimum = _fit_int4(block)
+        values[begin : begin + BLOCK_ROWS] = q.view(-1, columns)
+        scales[begin : begin + BLOCK_ROWS] = scale
+        minimums[begin : begin + BLOCK_ROWS] = minimum
+    return values, scales, minimums
+
+
+def _round_to(w: torch.Tensor, scale: torch.Tensor, minimum: torch.Tensor):
+    """fp16 scale and minimum, and the values they give w, with their squared error per group."""
+    scale, minimum = scale.half(), minimum.half()
+    step = scale.float().clamp_min(torch.finfo(torch.float16).tiny)
+    q = ((w - minimum.float()[..., None]) / step[..., None]).round_().clamp_(0, INT4_LEVELS)
+    error = (q * scale.float()[..., None] + minimum.float()[..., None] - w).square_().sum(-1)
+    return q, scale, minimum, error
+
+
+def _fit_int4(w: torch.Tensor):
+    low, high = w.amin(-1), w.amax(-1)
+    best_q, best_scale, best_minimum, best_error = _round_to(w, (high - low) / INT4_LEVELS, low)
+    q = best_q
+    count = w.shape[-1]
+    for _ in range(INT4_REFITS):
+        # Least squares of w ~ scale * q + minimum over each group, q fixed.
+        sum_q, sum_w = q.sum(-1), w.sum(-1)
+        sum_qq, sum_qw = q.square().sum(-1), (q * w).sum(-1)
+        determinant = count * sum_qq - sum_q * sum_q
+        solvable = determinant > 0
+        safe = torch.where(solvable, determinant, torch.ones_like(determinant))
+        scale = torch.where(solvable, (count * sum_qw - sum_q * sum_w) / safe, best_scale.float())
+        minimum = torch.where(solvable, (sum_w - scale * sum_q) / count, best_minimum.float())
+        q, scale, minimum, error = _round_to(w, scale.clamp_min(0), minimum)
+        better = error < best_error
+        best_q = torch.where(better[..., None], q, best_q)
+        best_scale = torch.where(better, scale, best_scale)
+        best_minimum = torch.where(better, minimum, best_minimum)
+        best_error = torch.minimum(error, best_error)
+    return best_q.to(torch.uint8), best_scale, best_minimum

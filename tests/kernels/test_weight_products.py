@@ -1,0 +1,158 @@
+"""The C++ CPU weight products against their torch reference on fresh random tiles, outputs poisoned with NaN:
+every matrix shape of Qwen3.5-2B's decode step, odd sizes, and the rows of a batched step; and the tiled layout
+itself."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from kernels import cpu as cpu_kernels
+from kernels.reference import weight_products as layout
+
+# The matrices of a Qwen3.5-2B layer (fused as the model holds them) and a slice of its LM head, then odd sizes.
+REAL_SHAPES = [(12288, 2048), (2048, 6144), (8224, 2048), (5120, 2048), (2048, 2048), (4099, 2048)]
+ODD_SHAPES = [(1, 16), (5, 48), (37, 64), (1029, 64), (6, 4096)]
+ROWS_OF_X = [1, 2, 3, 5, 8, 16]
+
+
+@pytest.fixture(scope="module")
+def ops():
+    built = cpu_kernels.products()
+    # This machine has a compiler: a build that fails is a failure, not a reason to skip.
+    assert built is not None, "the C++ weight products did not build"
+    return built
+
+
+def _tiles(kind: str, n: int, k: int, generator: torch.Generator):
+    if kind == "int4":
+        values = torch.randint(0, 16, (n, k), dtype=torch.uint8, generator=generator)
+        groups = k // 64
+        scales = (torch.rand(n, groups, generator=generator) * 0.01).half()
+        minimums = (torch.randn(n, groups, generator=generator) * 0.05).half()
+        return (
+            layout.tile_rows(layout.pack_int4(values)),
+            layout.tile_groups(scales),
+            layout.tile_groups(minimums),
+        )
+    if kind == "int8":
+        values = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=generator)
+        scales = torch.zeros(layout.padded(n, layout.TILE_ROWS), dtype=torch.bfloat16)
+        scales[:n] = torch.rand(n, generator=generator) * 0.01
+        return layout.tile_rows(values), scales
+    return (layout.tile_rows(torch.randn(n, k, generator=generator).to(getattr(torch, kind))),)
+
+
+def _run(ops, kind: str, x: torch.Tensor, parts, n: int) -> torch.Tensor:
+    out = torch.full((x.shape[0], n), float("nan"))
+    if kind == "int4":
+        ops.int4_linear(x, *parts, 64, out)
+    elif kind == "int8":
+        ops.int8_linear(x, *parts, out)
+    else:
+        ops.float_linear(x, *parts, out)
+    return out
+
+
+def _dense(kind: str, parts) -> torch.Tensor:
+    if kind == "int4":
+        return layout.dequantize_int4(*parts, 64)
+    if kind == "int8":
+        return layout.dequantize_int8(*parts)
+    return layout.dequantize_float(*parts)
+
+
+# int4 takes whole groups of 64 only (the loader keeps other matrices int8).
+CASES = [
+    (kind, n, k)
+    for kind in ("float32", "bfloat16", "int8", "int4")
+    for n, k in REAL_SHAPES + ODD_SHAPES
+    if kind != "int4" or k % 64 == 0
+]
+
+
+@pytest.mark.parametrize(("kind", "n", "k"), CASES)
+def test_products_match_the_reference(ops, kind, n, k):
+    generator = torch.Generator().manual_seed(n * 7919 + k)
+    parts = _tiles(kind, n, k, generator)
+    dense = _dense(kind, parts)[:n, :k]
+    for rows in ROWS_OF_X if n * k <= 2048 * 2048 else (1, 3, 8):
+        x = torch.randn(rows, k, generator=generator)
+        got = _run(ops, kind, x, parts, n)
+        want = (x.double() @ dense.double().T).float()
+        assert not got.isnan().any(), f"{rows} rows: outputs left unwritten"
+        # fp32 sums in another order: a few ulp of the sum of the products' magnitudes.
+        bound = 1e-5 * (x.abs() @ dense.abs().T) + 1e-6
+        assert ((got - want).abs() <= bound).all(), f"{rows} rows"
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda ops, w: ops.float_linear(torch.randn(1, 48), w, torch.empty(1, 5)), "tiles of a"),
+        (lambda ops, w: ops.float_linear(torch.randn(1, 32).double(), w, torch.empty(1, 5)), "float32"),
+        (lambda ops, w: ops.float_linear(torch.randn(1, 32), w, torch.empty(1, 9)), "tiles"),
+        (
+            lambda ops, w: ops.int8_linear(torch.randn(1, 32), w, torch.empty(8), torch.empty(1, 5)),
+            "int8|Char",
+        ),
+    ],
+)
+def test_bad_inputs_are_refused_with_a_message(ops, call, message):
+    weight = _tiles("bfloat16", 5, 32, torch.Generator().manual_seed(4))[0]
+    with pytest.raises(RuntimeError, match=message):
+        call(ops, weight)
+
+
+def test_tiles_round_trip_and_pad_with_zeros():
+    matrix = torch.randn(7, 40)
+    tiles = layout.tile_rows(matrix)
+    assert tiles.shape == (8, 48)
+    back = layout.untile_rows(tiles)
+    assert torch.equal(back[:7, :40], matrix) and not back[7:].any() and not back[:, 40:].any()
+    assert torch.equal(layout.untile_rows(tiles, slice(4, 8)), back[4:8])
+    indices = torch.tensor([[6, 0], [3, 5]])
+    assert torch.equal(layout.rows_of_tiles(tiles, indices)[..., :40], matrix[indices])
+
+
+def test_a_tile_is_one_stream_of_its_rows_interleaved():
+    matrix = torch.arange(4 * 32).view(4, 32)
+    tiles = layout.tile_rows(matrix).reshape(-1)
+    # Row 0's first 16 values, then row 1's, row 2's and row 3's, then row 0's next 16.
+    assert torch.equal(tiles[:16], matrix[0, :16]) and torch.equal(tiles[16:32], matrix[1, :16])
+    assert torch.equal(tiles[64:80], matrix[0, 16:])
+
+
+def test_int4_packs_two_values_a_byte_and_unpacks_them():
+    values = torch.randint(0, 16, (3, 64), dtype=torch.uint8)
+    packed = layout.pack_int4(values)
+    assert packed.shape == (3, 32)
+    assert torch.equal(packed[0, 0], values[0, 0] | (values[0, 16] << 4))
+    assert torch.equal(layout.unpack_int4(packed), values)
+
+
+def test_group_values_tile_like_their_rows():
+    per_group = torch.randn(6, 3)
+    tiled = layout.tile_groups(per_group)
+    assert tiled.shape == (8 * 3,)
+    assert torch.equal(layout.untile_groups(tiled, 3)[:6], per_group)
+
+
+def test_without_a_compiler_the_products_fall_back_with_one_notice(monkeypatch, caplog):
+    from torch.utils import cpp_extension
+
+    def no_compiler(**_):
+        raise RuntimeError("Error building extension: g++: command not found")
+
+    monkeypatch.setattr(cpp_extension, "load", no_compiler)
+    cpu_kernels.forget_build()
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert cpu_kernels.products() is None
+            assert cpu_kernels.products() is None
+        notices = [r for r in caplog.records if "plain PyTorch" in r.getMessage()]
+        assert len(notices) == 1 and "g++: command not found" in notices[0].getMessage()
+    finally:
+        cpu_kernels.forget_build()

@@ -1,0 +1,279 @@
+"""CPU weights: the bf16-stored default against fp32 weights, int8 and int4 quantization, their products on every
+path against the dequantized weights, load-time conversion of both checkpoint layouts, and the quantized cache."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from model import cpu_weights
+from model.cpu_weights import PRODUCT_MAX_ROWS, CpuWeight, cpu_linear, to_cpu_weight
+from model.engine import QUANTIZED_CACHE, Engine
+from model.linear import linear
+from model.loader import is_matrix
+from model.quantize import INT4_GROUP, quantize_int4, quantize_int8
+from model.qwen35 import Qwen35Model
+from model.sampling_params import SamplingParams
+
+
+def _weight(rows: int, columns: int, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    weight = torch.randn(rows, columns, generator=generator) * 0.02
+    weight[rows // 2] *= 40  # one row of much larger values: its scale must not leak into the others
+    return weight
+
+
+def test_int8_maps_each_rows_largest_magnitude_to_127_and_rounds_to_the_nearest_step():
+    weight = _weight(37, 48)
+    values, scales = quantize_int8(weight)
+    assert values.dtype == torch.int8 and scales.dtype == torch.bfloat16
+    assert (values.abs().amax(dim=1) >= 126).all()
+    step = scales.float()[:, None]
+    assert ((values.float() * step - weight).abs() <= step / 2 + 1e-7).all()
+
+
+def test_int4_fits_each_group_at_least_as_well_as_its_range():
+    weight = _weight(37, 4 * INT4_GROUP)
+    values, scales, minimums = quantize_int4(weight)
+    assert values.dtype == torch.uint8 and int(values.max()) <= 15
+    groups = weight.view(37, 4, INT4_GROUP)
+    got = values.view(37, 4, INT4_GROUP).float() * scales.float()[..., None] + minimums.float()[..., None]
+    error = (got - groups).square().sum(-1)
+    low, high = groups.amin(-1), groups.amax(-1)
+    step = (high - low) / 15
+    plain = ((groups - low[..., None]) / step[..., None]).round().clamp(0, 15) * step[..., None] + low[
+        ..., None
+    ]
+    assert (error <= (plain - groups).square().sum(-1) * 1.01 + 1e-12).all()
+
+
+def test_int4_of_constant_and_zero_groups_is_exact():
+    weight = torch.zeros(4, 2 * INT4_GROUP)
+    weight[1, :INT4_GROUP] = 0.25
+    q = to_cpu_weight(weight, "int4")
+    assert torch.equal(q.dequantize()[:4], weight)
+
+
+def test_int4_needs_whole_groups():
+    with pytest.raises(ValueError, match="do not divide"):
+        quantize_int4(torch.randn(4, 40))
+
+
+@pytest.mark.parametrize("kind", ["float32", "bfloat16", "int8", "int4"])
+@pytest.mark.parametrize(
+    ("rows", "columns", "batch"),
+    [
+        (37, 64, (1, 1)),  # one decode token: the C++ product
+        (37, 64, (3, 1)),  # a batched decode step
+        (1029, 128, (1, PRODUCT_MAX_ROWS + 5)),  # a prefill: dense blocks, the last one partial
+        (37, 40, (2, 1)),  # an inner size the tiles pad (int4 keeps whole groups: 128 instead)
+    ],
+)
+@pytest.mark.parametrize("compiled", [True, False])
+def test_linear_matches_the_dequantized_weight(monkeypatch, kind, rows, columns, batch, compiled):
+    if not compiled:
+        monkeypatch.setattr(cpu_weights.cpu_kernels, "products", lambda: None)
+    columns = columns if kind != "int4" or columns % INT4_GROUP == 0 else 128
+    weight = to_cpu_weight(_weight(rows, columns), kind)
+    x = torch.randn(*batch, columns, generator=torch.Generator().manual_seed(1))
+    expected = x.double() @ weight.dequantize()[:rows, :columns].double().T
+    out = linear(x, weight)
+    assert out.dtype == torch.float32 and out.shape == (*batch, rows)
+    assert (out - expected).abs().max() <= 1e-5 * expected.abs().max()
+
+
+def test_bf16_activations_come_back_in_bf16():
+    weight = to_cpu_weight(_weight(9, 32), "bfloat16")
+    x = torch.randn(2, 32).bfloat16()
+    out = cpu_linear(x, weight)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), x.float() @ weight.dequantize()[:9].T, rtol=1e-2, atol=1e-2)
+
+
+def test_linear_of_a_plain_weight_is_a_plain_matmul():
+    weight = _weight(5, 16)
+    x = torch.randn(2, 16)
+    torch.testing.assert_close(linear(x, weight), x @ weight.T)
+
+
+@pytest.fixture(scope="module")
+def bf16_checkpoint(checkpoint_dirs, tmp_path_factory):
+    """The text_tied checkpoint stored in bf16, as the published model is."""
+    directory = tmp_path_factory.mktemp("bf16") / "model"
+    shutil.copytree(checkpoint_dirs["text_tied"], directory)
+    weights = directory / "model.safetensors"
+    save_file(
+        {name: t.bfloat16() for name, t in load_file(weights).items()}, weights, metadata={"format": "pt"}
+    )
+    return directory
+
+
+def test_bf16_stored_weights_give_the_outputs_of_fp32_copies(bf16_checkpoint):
+    """The default on a CPU without native bf16: bf16 weights widened in the products, fp32 everywhere else,
+    against the same model holding fp32 copies of those weights (the default before weights stayed bf16)."""
+    engine = Engine.load(bf16_checkpoint, device="cpu", dtype=torch.float32, max_context=256)
+    stored = engine.model.weights
+    kinds = {w.kind for w in stored.values() if isinstance(w, CpuWeight)}
+    assert kinds == {"bfloat16"}
+    assert stored["embed_tokens.weight"] is stored["lm_head.weight"]
+    plain = {
+        name: w.dequantize()[: w.shape[0], : w.shape[1]] if isinstance(w, CpuWeight) else w.float()
+        for name, w in stored.items()
+    }
+    fp32 = Engine(Qwen35Model(engine.config, plain), engine.tokenizer, max_context=256)
+    prompt = list(range(100, 160))
+    outputs = {}
+    for name, candidate in {"stored": engine, "fp32": fp32}.items():
+        session = candidate.new_session(max_tokens=200)
+        session.append(prompt)
+        logits = session.last_logits[0].clone()
+        outputs[name] = (logits, session.generate(60, SamplingParams(temperature=0), stop_ids=set())[0])
+    (got, got_tokens), (want, want_tokens) = outputs["stored"], outputs["fp32"]
+    assert (got - want).abs().max() <= 1e-4 * want.abs().max()
+    assert got_tokens == want_tokens
+
+
+def test_bf16_stored_weights_hold_half_the_bytes(bf16_checkpoint):
+    engine = Engine.load(bf16_checkpoint, device="cpu", dtype=torch.float32, max_context=64)
+    matrices = [w for name, w in engine.model.weights.items() if is_matrix(name)]
+    assert all(w.tiles.dtype == torch.bfloat16 for w in matrices)
+
+
+@pytest.mark.parametrize("quantize", ["int8", "int4"])
+@pytest.mark.parametrize("variant", ["text_tied", "vl_untied_sharded"])
+def test_load_quantizes_every_projection_and_the_head_and_keeps_the_rest(
+    checkpoint_dirs, engines, variant, quantize
+):
+    quantized = Engine.load(checkpoint_dirs[variant], device="cpu", dtype=torch.float32, quantize=quantize)
+    dense = engines[variant].model.weights
+    weights = quantized.model.weights
+    assert weights.keys() == dense.keys()
+    for name, weight in weights.items():
+        if is_matrix(name):
+            assert isinstance(weight, CpuWeight), name
+            want = "int8" if name == "lm_head.weight" or weight.shape[1] % INT4_GROUP else quantize
+            assert weight.kind == want, name
+            rows, columns = weight.shape
+            original = dense[name].dequantize()[:rows, :columns]
+            error = (weight.dequantize()[:rows, :columns] - original).abs().max()
+            assert error <= original.abs().max() / (7 if weight.kind == "int4" else 127), name
+        elif isinstance(weight, torch.Tensor):
+            assert torch.equal(
+                weight,
+                dense[name].dequantize()[: weight.shape[0], : weight.shape[1]]
+                if isinstance(dense[name], CpuWeight)
+                else dense[name],
+            ), name
+    # The head, and per layer the MLP's two matrices and the mixer's input and output projections.
+    assert sum(map(is_matrix, weights)) == 1 + 4 * quantized.config.num_hidden_layers
+
+
+def test_int4_projections_of_the_real_width_are_int4(tmp_path):
+    """The tiny models' widths are not whole groups of 64; a model of width 128 is int4 throughout but the head."""
+    from benchmarks.random_checkpoint import write_tiny_checkpoint
+
+    directory = write_tiny_checkpoint(
+        tmp_path / "wide", text_config=dict(hidden_size=128, intermediate_size=192, num_hidden_layers=2)
+    )
+    engine = Engine.load(directory, device="cpu", dtype=torch.float32, quantize="int4")
+    kinds = {name: w.kind for name, w in engine.model.weights.items() if isinstance(w, CpuWeight)}
+    assert kinds.pop("lm_head.weight") == "int8"
+    assert set(kinds.values()) == {"int4"}
+    session = engine.new_session(max_tokens=32)
+    session.append([1, 2, 3])
+    assert torch.isfinite(session.last_logits).all()
+
+
+def test_quantized_logits_stay_close_to_the_fp32_ones(checkpoint_dirs, engines):
+    """The tiny random model amplifies any rounding (bf16 alone moves its logits by about 8%): int8 weights
+    stay within that; int4 moves them further but keeps them correlated."""
+    path = checkpoint_dirs["text_tied"]
+    prompt = list(range(100, 140))
+
+    def next_logits(engine: Engine) -> torch.Tensor:
+        session = engine.new_session(max_tokens=64)
+        session.append(prompt)
+        return session.last_logits[0]
+
+    reference = next_logits(engines["text_tied"])
+    bf16 = next_logits(Engine.load(path, device="cpu", dtype=torch.bfloat16))
+    int8 = next_logits(Engine.load(path, device="cpu", dtype=torch.float32, quantize="int8"))
+    error = {
+        name: ((logits - reference).abs().max() / reference.abs().max()).item()
+        for name, logits in {"bf16": bf16, "int8": int8}.items()
+    }
+    assert 0 < error["int8"] <= 2 * error["bf16"]
+
+
+def test_quantization_runs_on_the_cpu_only(checkpoint_dirs):
+    with pytest.raises(ValueError, match="CPU only"):
+        Engine.load(checkpoint_dirs["text_tied"], device="meta", quantize="int8")
+
+
+def test_an_unknown_quantization_is_refused(checkpoint_dirs):
+    with pytest.raises(ValueError, match="unknown quantization 'int3'"):
+        Engine.load(checkpoint_dirs["text_tied"], device="cpu", quantize="int3")
+
+
+def _load(directory, cache_dir, quantize: str) -> Engine:
+    return Engine.load(directory, device="cpu", dtype=torch.float32, quantize=quantize, cache_dir=cache_dir)
+
+
+def _same(a: CpuWeight, b: CpuWeight) -> bool:
+    parts = ("tiles", "scales", "minimums")
+    return (a.kind, a.shape, a.group) == (b.kind, b.shape, b.group) and all(
+        (getattr(a, p) is None and getattr(b, p) is None) or torch.equal(getattr(a, p), getattr(b, p))
+        for p in parts
+    )
+
+
+@pytest.mark.parametrize("quantize", ["int8", "int4"])
+@pytest.mark.parametrize("variant", ["text_tied", "vl_untied_sharded"])
+def test_quantized_weights_are_kept_and_read_back_instead_of_quantized_again(
+    checkpoint_dirs, tmp_path, monkeypatch, variant, quantize
+):
+    first = _load(checkpoint_dirs[variant], tmp_path, quantize).model.weights
+    assert len(list((tmp_path / QUANTIZED_CACHE).glob(f"*-{quantize}-*.safetensors"))) == 1
+
+    def no_quantizing(*args, **kwargs):
+        raise AssertionError("quantized again despite the cache")
+
+    monkeypatch.setattr("model.cpu_weights.quantize_int8", no_quantizing)
+    monkeypatch.setattr("model.cpu_weights.quantize_int4", no_quantizing)
+    second = _load(checkpoint_dirs[variant], tmp_path, quantize).model.weights
+    assert second.keys() == first.keys()
+    for name, weight in second.items():
+        if is_matrix(name):
+            assert _same(weight, first[name]), name
+        elif isinstance(weight, torch.Tensor):
+            assert torch.equal(weight, first[name]), name
+
+
+def test_int8_and_int4_weights_are_kept_apart(checkpoint_dirs, tmp_path):
+    _load(checkpoint_dirs["text_tied"], tmp_path, "int8")
+    _load(checkpoint_dirs["text_tied"], tmp_path, "int4")
+    assert len(list((tmp_path / QUANTIZED_CACHE).glob("*.safetensors"))) == 2
+
+
+def test_a_changed_checkpoint_gets_new_quantized_weights(checkpoint_dirs, tmp_path):
+    directory = tmp_path / "model"
+    shutil.copytree(checkpoint_dirs["text_tied"], directory)
+    _load(directory, tmp_path / "cache", "int4")
+    weights = directory / "model.safetensors"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1_000_000_000))
+    _load(directory, tmp_path / "cache", "int4")
+    assert len(list((tmp_path / "cache" / QUANTIZED_CACHE).glob("*.safetensors"))) == 2
+
+
+def test_an_unreadable_cache_file_is_quantized_again_and_replaced(checkpoint_dirs, tmp_path, caplog):
+    dense = _load(checkpoint_dirs["text_tied"], tmp_path, "int8").model.weights
+    (kept,) = (tmp_path / QUANTIZED_CACHE).glob("*.safetensors")
+    kept.write_bytes(b"not a safetensors file")
+    weights = _load(checkpoint_dirs["text_tied"], tmp_path, "int8").model.weights
+    assert "ignoring the unreadable quantized weights cache" in caplog.text
+    assert _same(weights["lm_head.weight"], dense["lm_head.weight"])
+    assert kept.stat().st_size > 1000
