@@ -16,6 +16,7 @@ with a plot.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -31,7 +32,7 @@ import configargparse
 import torch
 
 from benchmarks.model_results import record_section
-from benchmarks.real_size_cpu import ROUND_TOKENS, VARIANTS
+from benchmarks.real_size_cpu import APPEND_CONTEXT, PROMPT_TOKENS, ROUND_TOKENS, VARIANTS
 from benchmarks.weight_stream import weight_stream
 from model.cpu import native_bf16
 from model.engine import Engine
@@ -55,12 +56,7 @@ MID_SIZE_CONFIG = dict(
     rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25},
 )
 SECTION = "Model engine (CPU)"
-REAL_SIZE_VARIANTS = (
-    "sqlscout-default",
-    "sqlscout-int8",
-    "sqlscout-bf16",
-    "sqlscout-int8-compiled",
-)
+REAL_SIZE_VARIANTS = ("sqlscout-default", "sqlscout-int8", "sqlscout-int4")
 # The default dtype, and so what the real-size run measures, depends on whether the CPU multiplies bf16 natively,
 # and without it how wide its vectors are (the laptop CPUs without AVX-512): each kind of CPU keeps its own
 # section, raw numbers and plot. Keyed by torch's CPU capability; any other capability is named as torch names it.
@@ -229,18 +225,26 @@ def real_size_outputs() -> tuple[str, Path, Path]:
     )
 
 
-def run_real_size(threads: list[int], variants: list[str], rounds: int) -> list[dict]:
-    """Per thread count, one process measuring every variant side by side with transformers bf16."""
+def run_real_size(threads: list[int], variants: list[str], rounds: int, llama_cpp: bool) -> dict:
+    """Per thread count, one process measuring every variant side by side with transformers bf16 and, with
+    llama_cpp, with the matching llama.cpp file type (llama.cpp built and the checkpoint converted once into the
+    cache directory); then one `ask` through llama-server. {"engines": [...], "llama_server_ask": ...}"""
     from benchmarks.real_size_checkpoint import real_size_checkpoint
     from dbtools.cache import cache_dir
 
     model_dir = real_size_checkpoint()
     raw = real_size_outputs()[1]
+    ggufs = {}
+    if llama_cpp:
+        from benchmarks.llama_cpp.convert import gguf_files
+
+        ggufs = gguf_files(model_dir)
     results = []
     for count in threads:
         command = [
             sys.executable, "-m", "benchmarks.real_size_cpu", "--model", str(model_dir), "--threads", str(count),
             "--variants", *variants, "--rounds", str(rounds), "--cache-dir", str(cache_dir() / "engine"),
+            "--gguf", *(f"{kind}={path}" for kind, path in ggufs.items()),
         ]  # fmt: skip
         print(f"measuring {', '.join(variants)} with {count} thread(s)", file=sys.stderr, flush=True)
         done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -249,14 +253,65 @@ def run_real_size(threads: list[int], variants: list[str], rounds: int) -> list[
         results += json.loads(done.stdout.strip().splitlines()[-1])
         # Written after every thread count, so that an interrupted run keeps what it measured.
         raw.parent.mkdir(parents=True, exist_ok=True)
-        raw.write_text(json.dumps(results, indent=1))
-    return results
+        raw.write_text(json.dumps({"engines": results}, indent=1))
+    run = {"engines": results, "llama_server_ask": None}
+    if llama_cpp:
+        from benchmarks.llama_cpp.ask import ask_through_llama_server
+
+        print("one ask through llama-server (Q4_K_M)", file=sys.stderr, flush=True)
+        run["llama_server_ask"] = ask_through_llama_server(ggufs["Q4_K_M"], model_dir, max(threads))
+        raw.write_text(json.dumps(run, indent=1))
+    return run
 
 
 def episode_s(result: dict) -> float:
     """An episode's model time: the prompt's prefill, each round's append and its generated tokens."""
     per_round = result["append_s"] + EPISODE_GENERATED / result["decode_tokens_per_s"]
     return result["prefill_s"] + EPISODE_ROUNDS * per_round
+
+
+def report_llama_cpp(results: list[dict]) -> list[str]:
+    """The table of each sqlscout variant against its llama.cpp peer, when the run measured them."""
+    pairs = [r for r in results if r.get("llama_cpp")]
+    if not pairs:
+        return []
+    lines = [
+        "",
+        "Against llama.cpp on the same checkpoint (converted by its own `convert_hf_to_gguf.py --no-mtp`, "
+        "quantized by `llama-quantize`, timed by `llama-bench` at the same threads: decode of "
+        f"{ROUND_TOKENS * 4} tokens at {APPEND_CONTEXT:,} tokens of context after each of our rounds, so the "
+        f"machine's load falls on both; prefill of a {PROMPT_TOKENS}-token prompt). Bytes: the weights a decode "
+        "token reads; GB/s: those bytes times tokens/s.",
+        "",
+        "| threads | sqlscout | llama.cpp | decode tokens/s (ours / llama.cpp) | decode ratio | prefill tokens/s "
+        "(ours / llama.cpp) | prefill ratio | GB per token (ours / llama.cpp) | GB/s (ours / llama.cpp) |",
+        "|--:|---|---|--:|--:|--:|--:|--:|--:|",
+    ]
+    for r in pairs:
+        peer = r["llama_cpp"]
+        ours_prefill = PROMPT_TOKENS / r["prefill_s"]
+        ours_gb, peer_gb = r["weight_bytes"] / 1e9, peer["weight_bytes"] / 1e9
+        lines.append(
+            f"| {r['threads']} | {r['variant']} | {peer['type']} | {r['decode_tokens_per_s']:.2f} / "
+            f"{peer['decode_tokens_per_s']:.2f} | {r['decode_tokens_per_s'] / peer['decode_tokens_per_s']:.2f}x | "
+            f"{ours_prefill:.1f} / {peer['prefill_tokens_per_s']:.1f} | "
+            f"{ours_prefill / peer['prefill_tokens_per_s']:.2f}x | {ours_gb:.2f} / {peer_gb:.2f} | "
+            f"{ours_gb * r['decode_tokens_per_s']:.1f} / {peer_gb * peer['decode_tokens_per_s']:.1f} |"
+        )
+    return lines
+
+
+def report_ask(ask: dict | None) -> list[str]:
+    if ask is None:
+        return []
+    trace = ask["answer"]["trace"]
+    return [
+        "",
+        f"One `sqlscout ask` with `--endpoint` at the `llama-server` built here (Q4_K_M): {len(trace['rounds'])} "
+        f"round(s), {trace['prompt_tokens']} prompt and {trace['generated_tokens']} generated tokens as the server "
+        f"counted them, ended by the {trace['limit']} limit, in {ask['seconds']:.0f} s (a random model writes no "
+        "valid call: this proves the protocol, not the answer).",
+    ]
 
 
 def report_real_size(results: list[dict], plot: Path | None) -> str:
@@ -294,6 +349,7 @@ def report_real_size(results: list[dict], plot: Path | None) -> str:
             f"{r['decode_tokens_per_s'] / r['peer_decode_tokens_per_s']:.2f}x | {floor:.2f} | "
             f"{r['decode_tokens_per_s'] / floor:.0%} | {episode_s(r) / 60:.1f} |"
         )
+    lines += report_llama_cpp(results)
     if plot is not None:
         lines += ["", f"![Decode tokens/s at the real size]({plot.relative_to(plot.parent.parent)})"]
     return "\n".join(lines)
@@ -349,6 +405,14 @@ def build_parser() -> configargparse.ArgumentParser:
         help="with --real-size: the sqlscout engines to measure, each against transformers bf16",
     )
     parser.add_argument(
+        "--llama-cpp",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        env_var="SQLSCOUT_BENCH_LLAMA_CPP",
+        help="with --real-size: also time llama.cpp (BF16, Q8_0, Q4_K_M) against the default, int8 and int4, "
+        "building it once into the cache directory (7-25 minutes) and converting the checkpoint (3 minutes)",
+    )
+    parser.add_argument(
         "--rounds",
         type=int,
         default=2,
@@ -376,10 +440,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.real_size:
         section, raw, _ = real_size_outputs()
         if args.from_json:
-            results = json.loads(raw.read_text())
+            run = json.loads(raw.read_text())
         else:
-            results = run_real_size(args.threads, args.variants, args.rounds)
+            run = run_real_size(args.threads, args.variants, args.rounds, args.llama_cpp)
+        results = run["engines"]
         text = report_real_size(results, None if args.no_record else plot_real_size(results))
+        text += "\n".join(report_ask(run.get("llama_server_ask")))
         if not args.no_record:
             record_section(section, text)
         print(text)

@@ -37,12 +37,18 @@ VARIANTS: dict[str, dict] = {
     "sqlscout-int8-compiled": {"quantize": "int8", "compile_decode": True},
 }
 PEER = "transformers-bf16"
+# The llama.cpp file type a laptop user would run in place of each sqlscout variant.
+LLAMA_CPP_PEERS = {"sqlscout-default": "BF16", "sqlscout-int8": "Q8_0", "sqlscout-int4": "Q4_K_M"}
 
 
 def _timed(function: Callable[[], object]) -> tuple[float, object]:
     started = time.perf_counter()
     value = function()
     return time.perf_counter() - started, value
+
+
+def _time_into(times: list[float], function: Callable[[], object]) -> None:
+    times.append(_timed(function)[0])
 
 
 def _ids(count: int, vocab: int, seed: int) -> list[int]:
@@ -119,7 +125,32 @@ def _load_and_fill(model_dir: Path, threads: int, settings: dict, cache_dir: Pat
     return engine, session, timings
 
 
-def measure(model_dir: Path, threads: int, variants: list[str], rounds: int, cache_dir: Path) -> list[dict]:
+def _llama_cpp_rounds(gguf: Path, threads: int, rounds: int, our_round: Callable[[], None]) -> dict:
+    """llama.cpp on gguf, one llama-bench decode run (ROUND_TOKENS * 4 tokens at APPEND_CONTEXT) after each of
+    `rounds` of ours, then its prefill of PROMPT_TOKENS; with the weight bytes a token reads."""
+    from benchmarks.llama_cpp.bench import llama_decode, llama_prefill, weight_bytes_per_token
+
+    decodes = []
+    for _ in range(rounds):
+        our_round()
+        decodes.append(llama_decode(gguf, threads, context=APPEND_CONTEXT, tokens=ROUND_TOKENS * 4))
+    return {
+        "decode_tokens_per_s": statistics.median(d["decode_tokens_per_s"] for d in decodes),
+        **llama_prefill(gguf, threads, tokens=PROMPT_TOKENS),
+        "weight_bytes": weight_bytes_per_token(gguf),
+    }
+
+
+def measure(
+    model_dir: Path,
+    threads: int,
+    variants: list[str],
+    rounds: int,
+    cache_dir: Path,
+    ggufs: dict[str, Path] | None = None,
+) -> list[dict]:
+    """Each variant against transformers in alternating rounds, and against its llama.cpp peer (ggufs by file
+    type, see LLAMA_CPP_PEERS) in rounds of its own, alternating with ours too."""
     from model.cpu_weights import CpuWeight
     from model.engine import set_cpu_threads
     from model.sampling_params import SamplingParams
@@ -132,7 +163,8 @@ def measure(model_dir: Path, threads: int, variants: list[str], rounds: int, cac
     for name in variants:
         gc.collect()
         memory.start()
-        session_tokens = APPEND_CONTEXT + (rounds + 1) * ROUND_TOKENS + 8
+        # Rounds against transformers, then as many against llama.cpp.
+        session_tokens = APPEND_CONTEXT + (2 * rounds + 1) * ROUND_TOKENS + 8
         engine, session, timings = _load_and_fill(
             model_dir, threads, VARIANTS[name], cache_dir, session_tokens
         )
@@ -151,6 +183,11 @@ def measure(model_dir: Path, threads: int, variants: list[str], rounds: int, cac
             theirs.append(_timed(lambda: peer.decode(ROUND_TOKENS))[0])
             floors.append(_timed(stream)[0])
             their_floors.append(_timed(peer.stream)[0])
+        llama_cpp = None
+        kind = LLAMA_CPP_PEERS.get(name)
+        if ggufs and kind in ggufs:
+            our_round = functools.partial(_time_into, ours, decode)
+            llama_cpp = {"type": kind, **_llama_cpp_rounds(ggufs[kind], threads, rounds, our_round)}
         peer_rates.append(ROUND_TOKENS * rounds / sum(theirs))
         peer_floors.append(statistics.median(their_floors))
         results.append(
@@ -161,7 +198,9 @@ def measure(model_dir: Path, threads: int, variants: list[str], rounds: int, cac
                 "compiled": engine.compile_decode,
                 **timings,
                 "memory_gb": memory.peak_added_gb(),
-                "decode_tokens_per_s": ROUND_TOKENS * rounds / sum(ours),
+                "decode_tokens_per_s": ROUND_TOKENS * len(ours) / sum(ours),
+                "decode_tokens": ROUND_TOKENS * len(ours),
+                "llama_cpp": llama_cpp,
                 "peer_decode_tokens_per_s": peer_rates[-1],
                 "weight_bytes": weight_bytes,
                 "floor_s": statistics.median(floors),
@@ -188,7 +227,8 @@ def measure(model_dir: Path, threads: int, variants: list[str], rounds: int, cac
         },
     )
     for result in results:
-        result |= {"threads": threads, "decode_tokens": ROUND_TOKENS * rounds}
+        result.setdefault("decode_tokens", ROUND_TOKENS * rounds)
+        result["threads"] = threads
     return results
 
 
@@ -198,9 +238,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), required=True)
     parser.add_argument("--rounds", type=int, default=2, help=f"decode rounds of {ROUND_TOKENS} tokens each")
-    parser.add_argument("--cache-dir", type=Path, required=True, help="kept int8 weights and compiled steps")
+    parser.add_argument(
+        "--cache-dir", type=Path, required=True, help="kept quantized weights, compiled steps"
+    )
+    parser.add_argument(
+        "--gguf", nargs="*", default=[], metavar="TYPE=PATH", help="llama.cpp peers by file type (BF16=...)"
+    )
     args = parser.parse_args(argv)
-    print(json.dumps(measure(args.model, args.threads, args.variants, args.rounds, args.cache_dir)))
+    ggufs = {kind: Path(path) for kind, path in (item.split("=", 1) for item in args.gguf)}
+    print(json.dumps(measure(args.model, args.threads, args.variants, args.rounds, args.cache_dir, ggufs)))
 
 
 if __name__ == "__main__":

@@ -44,31 +44,24 @@ def _run_bench(gguf: Path, threads: int, repetitions: int, options: list[str]) -
     return parse_llama_bench(run_tool(command, f"llama-bench {gguf.name}", timeout_s=BENCH_TIMEOUT_S))
 
 
-def llama_bench(
-    gguf: Path,
-    threads: int,
-    *,
-    context: int = 2000,
-    decode_tokens: int = 32,
-    prefill_tokens: int = 700,
-    repetitions: int = 2,
-) -> dict:
-    """Decode tokens/s after `context` tokens, prefill tokens/s of a `prefill_tokens` prompt (with their
-    standard deviations over the repetitions) and the model's size in bytes, all as llama-bench reports them."""
-    decode = bench_record(
-        _run_bench(gguf, threads, repetitions, ["-p", "0", "-n", str(decode_tokens), "-d", str(context)]),
-        0,
-        decode_tokens,
-    )
-    prefill = bench_record(
-        _run_bench(gguf, threads, repetitions, ["-p", str(prefill_tokens), "-n", "0"]), prefill_tokens, 0
-    )
+def llama_decode(gguf: Path, threads: int, *, context: int, tokens: int, repetitions: int = 1) -> dict:
+    """Decode tokens/s after `context` tokens (and its standard deviation over the repetitions), and the model's
+    size in bytes, as llama-bench reports them."""
+    options = ["-p", "0", "-n", str(tokens), "-d", str(context)]
+    record = bench_record(_run_bench(gguf, threads, repetitions, options), 0, tokens)
     return {
-        "decode_tokens_per_s": float(decode["avg_ts"]),
-        "decode_tokens_per_s_stddev": float(decode["stddev_ts"]),
-        "prefill_tokens_per_s": float(prefill["avg_ts"]),
-        "prefill_tokens_per_s_stddev": float(prefill["stddev_ts"]),
-        "model_size_bytes": int(decode["model_size"]),
+        "decode_tokens_per_s": float(record["avg_ts"]),
+        "decode_tokens_per_s_stddev": float(record["stddev_ts"]),
+        "model_size_bytes": int(record["model_size"]),
+    }
+
+
+def llama_prefill(gguf: Path, threads: int, *, tokens: int, repetitions: int = 2) -> dict:
+    """Prefill tokens/s of a `tokens`-token prompt and its standard deviation, as llama-bench reports them."""
+    record = bench_record(_run_bench(gguf, threads, repetitions, ["-p", str(tokens), "-n", "0"]), tokens, 0)
+    return {
+        "prefill_tokens_per_s": float(record["avg_ts"]),
+        "prefill_tokens_per_s_stddev": float(record["stddev_ts"]),
     }
 
 

@@ -43,7 +43,7 @@ def has_bpe_tokenizer(model_dir: Path) -> bool:
     return path.is_file() and json.loads(path.read_text()).get("model", {}).get("type") == "BPE"
 
 
-def _with_qwen_tokenizer(model_dir: Path, staging: Path) -> Path:
+def with_qwen_tokenizer(model_dir: Path, staging: Path) -> Path:
     """staging filled with links to model_dir's files and the real Qwen3.5 tokenizer in place of its own.
 
     Random benchmark checkpoints carry a dummy word-level tokenizer, which the converter refuses ("BPE
@@ -84,7 +84,7 @@ def _convert(tools: Path, model_dir: Path, target: Path) -> None:
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         # The converter names the model after its directory.
         staging = Path(scratch) / model_dir.name
-        source = model_dir if has_bpe_tokenizer(model_dir) else _with_qwen_tokenizer(model_dir, staging)
+        source = model_dir if has_bpe_tokenizer(model_dir) else with_qwen_tokenizer(model_dir, staging)
         # Without --no-mtp the converter asserts on checkpoints that have no mtp.* tensors.
         options = ["--no-mtp", "--outtype", "bf16", "--outfile", str(_partial(target))]
         _write(target, "converting to BF16", [sys.executable, str(converter), str(source), *options], env)

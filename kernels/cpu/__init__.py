@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("weight_products.cpp")
 LIBRARY = "sqlscout_cpu_products"
 ARM_MACHINES = ("arm64", "aarch64")
-OPS = ("float_linear", "int8_linear", "int4_linear")
+OPS = ("float_linear", "bf16_dot_linear", "int8_linear", "int4_linear")
 
 
 def _tuning_flag() -> str:

@@ -221,6 +221,55 @@ inline void int4_tile(const Int4Tiles& w, int64_t tile, const float* x, const fl
   }
 }
 
+// bf16 weights times bf16 activations, on CPUs with bf16 dot products (AVX512_BF16): each instruction multiplies
+// 16 pairs and accumulates in fp32, a third of the instructions of widening the weights, which on two cores is
+// the difference between computing and streaming. Elsewhere the activations are widened with the weights.
+template <int rm>
+inline void bf16_dot_tile(const uint16_t* tiles, int64_t tile, const uint16_t* x, int64_t m0, int64_t K,
+                          float* y, int64_t N) {
+#if defined(__AVX512BF16__) && defined(__AVX512VL__)
+  __m256 acc[TILE_ROWS][rm];
+  for (int r = 0; r < TILE_ROWS; ++r)
+    for (int m = 0; m < rm; ++m) acc[r][m] = _mm256_setzero_ps();
+  for (int64_t chunk = 0; chunk < K / LANES; ++chunk) {
+    __m256bh xs[rm];
+    for (int m = 0; m < rm; ++m) xs[m] = load<__m256bh>(x + (m0 + m) * K + chunk * LANES);
+    for (int r = 0; r < TILE_ROWS; ++r) {
+      __m256bh weights = load<__m256bh>(tiles + (tile * K + chunk * LANES) * TILE_ROWS + r * LANES);
+      for (int m = 0; m < rm; ++m) acc[r][m] = _mm256_dpbf16_ps(acc[r][m], weights, xs[m]);
+    }
+  }
+  for (int r = 0; r < TILE_ROWS; ++r) {
+    int64_t n = tile * TILE_ROWS + r;
+    if (n >= N) break;
+    for (int m = 0; m < rm; ++m) {
+      float lanes[8];
+      _mm256_storeu_ps(lanes, acc[r][m]);
+      y[(m0 + m) * N + n] = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+    }
+  }
+#else
+  Bf16Tiles w{tiles, K};
+  f32v acc[TILE_ROWS][rm] = {};
+  for (int64_t chunk = 0; chunk < K / LANES; ++chunk) {
+    f32v xs[rm];
+    for (int m = 0; m < rm; ++m) {
+      u32v wide = __builtin_convertvector(load<u16v>(x + (m0 + m) * K + chunk * LANES), u32v) << 16;
+      xs[m] = load<f32v>(&wide);
+    }
+    for (int r = 0; r < TILE_ROWS; ++r) {
+      f32v weights = w.vector(tile, chunk, r);
+      for (int m = 0; m < rm; ++m) acc[r][m] += weights * xs[m];
+    }
+  }
+  for (int r = 0; r < TILE_ROWS; ++r) {
+    int64_t n = tile * TILE_ROWS + r;
+    if (n >= N) break;
+    for (int m = 0; m < rm; ++m) y[(m0 + m) * N + n] = sum(acc[r][m]);
+  }
+#endif
+}
+
 template <class Tiles>
 void float_product(const Tiles& w, const float* x, int64_t M, int64_t N, int64_t K, float* y) {
   at::parallel_for(0, (N + TILE_ROWS - 1) / TILE_ROWS, GRAIN_TILES, [&](int64_t begin, int64_t end) {
@@ -270,6 +319,24 @@ void float_linear(const at::Tensor& x, const at::Tensor& tiles, at::Tensor& y) {
   }
 }
 
+void bf16_dot_linear(const at::Tensor& x, const at::Tensor& tiles, at::Tensor& y) {
+  const int64_t K = x.size(1), M = x.size(0), N = y.size(1);
+  TORCH_CHECK(x.scalar_type() == at::kBFloat16 && x.dim() == 2 && x.is_contiguous() && x.device().is_cpu(),
+              "x must be a contiguous [M, K] bfloat16 CPU tensor");
+  check_output(y, M);
+  check_tiles(tiles, at::kBFloat16, N, K, K * 2);
+  const uint16_t* w = reinterpret_cast<const uint16_t*>(tiles.data_ptr());
+  const uint16_t* xs = reinterpret_cast<const uint16_t*>(x.data_ptr());
+  float* out = y.data_ptr<float>();
+  at::parallel_for(0, (N + TILE_ROWS - 1) / TILE_ROWS, GRAIN_TILES, [&](int64_t begin, int64_t end) {
+    for (int64_t tile = begin; tile < end; ++tile) {
+      int64_t m = 0;
+      for (; m + FLOAT_ROWS_OF_X <= M; m += FLOAT_ROWS_OF_X) bf16_dot_tile<FLOAT_ROWS_OF_X>(w, tile, xs, m, K, out, N);
+      for (; m < M; ++m) bf16_dot_tile<1>(w, tile, xs, m, K, out, N);
+    }
+  });
+}
+
 void int8_linear(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales, at::Tensor& y) {
   const int64_t K = x.size(1), M = x.size(0), N = y.size(1);
   check_input(x, K);
@@ -314,12 +381,14 @@ void int4_linear(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor&
 // can be given a fake (shape-only) version of each.
 TORCH_LIBRARY(sqlscout_cpu, m) {
   m.def("float_linear(Tensor x, Tensor tiles, Tensor(a!) out) -> ()");
+  m.def("bf16_dot_linear(Tensor x, Tensor tiles, Tensor(a!) out) -> ()");
   m.def("int8_linear(Tensor x, Tensor tiles, Tensor scales, Tensor(a!) out) -> ()");
   m.def("int4_linear(Tensor x, Tensor tiles, Tensor scales, Tensor minimums, int group, Tensor(a!) out) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(sqlscout_cpu, CPU, m) {
   m.impl("float_linear", &float_linear);
+  m.impl("bf16_dot_linear", &bf16_dot_linear);
   m.impl("int8_linear", &int8_linear);
   m.impl("int4_linear", &int4_linear);
 }
