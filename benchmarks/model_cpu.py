@@ -6,12 +6,14 @@ mid-size model, next to the weight-streaming floor of a decode token on this mac
 matrix-vector products over every weight matrix the token reads), then records them in benchmarks/RESULTS.md
 under "Model engine (CPU)".
 
-`--real-size [--variants ...] [--decode-tokens N]` measures the real Qwen3.5-2B text shapes instead (a random
-bf16 checkpoint written once into the cache directory): per thread count and variant (sqlscout in its default
-dtype, fp32, bf16, int8 and int8 compiled; transformers bf16), each in a process of its own, load time, peak
-memory, a 700-token prefill, a 300-token append at 2k context, decode tokens/s and the weight-streaming floor,
-with the time of an agent episode they imply; recorded under "Model engine at the real Qwen3.5-2B size (CPU)"
-with a plot.
+`--real-size [--variants ...] [--no-llama-cpp]` measures the real Qwen3.5-2B text shapes instead (a random bf16
+checkpoint written once into the cache directory): per thread count and variant (sqlscout by default in its default
+dtype, int8 and int4; also fp32, bf16 and int8 compiled), each in a process of its own, load time, peak memory, a
+700-token prefill, a 300-token append at 2k context, decode tokens/s and the weight-streaming floor, against
+transformers bf16 and against llama.cpp (BF16 for the default, Q8_0 for int8, Q4_K_M for int4: llama.cpp built
+from the pinned llama-cpp-python sdist and the checkpoint converted, both once into the cache directory), with
+the time of an agent episode they imply; then one `sqlscout ask` through llama-server. Recorded under "Model
+engine at the real Qwen3.5-2B size (CPU, ...)" with a plot.
 """
 
 from __future__ import annotations
@@ -361,6 +363,12 @@ def plot_real_size(results: list[dict]) -> Path:
     threads = sorted({r["threads"] for r in results})
     variants = list(dict.fromkeys(r["variant"] for r in results))
     rate = {(r["variant"], r["threads"]): r["decode_tokens_per_s"] for r in results}
+    for r in results:
+        if r.get("llama_cpp"):
+            peer = f"llama.cpp {r['llama_cpp']['type']}"
+            if peer not in variants:
+                variants.append(peer)
+            rate[peer, r["threads"]] = r["llama_cpp"]["decode_tokens_per_s"]
     return grouped_bars(
         real_size_outputs()[2],
         title="Qwen3.5-2B shapes on the CPU: decode at 2k context",
@@ -445,7 +453,7 @@ def main(argv: list[str] | None = None) -> None:
             run = run_real_size(args.threads, args.variants, args.rounds, args.llama_cpp)
         results = run["engines"]
         text = report_real_size(results, None if args.no_record else plot_real_size(results))
-        text += "\n".join(report_ask(run.get("llama_server_ask")))
+        text = "\n".join([text, *report_ask(run.get("llama_server_ask"))])
         if not args.no_record:
             record_section(section, text)
         print(text)

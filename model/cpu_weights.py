@@ -93,18 +93,25 @@ def int4_applies(weight_shape: tuple[int, ...], group: int = INT4_GROUP) -> bool
 
 
 def cpu_linear(x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
-    """x @ weight.T in x's dtype, computed from fp32 activations."""
+    """x @ weight.T in x's dtype, accumulated in fp32 (bf16 activations times bf16 weights are exact products)."""
     out_features, in_features = weight.shape
-    flat = x.reshape(-1, in_features).float()
-    if flat.shape[1] != weight.padded_columns:
-        flat = F.pad(flat, (0, weight.padded_columns - in_features))
-    flat = flat.contiguous()
+    flat = x.reshape(-1, in_features)
     ops = cpu_kernels.products()
     if ops is not None and flat.shape[0] <= PRODUCT_MAX_ROWS:
-        out = _compiled_product(ops, flat, weight)
+        # bf16 activations meet bf16 weights as they are (dot products in hardware where the CPU has them);
+        # every other pair takes fp32 activations.
+        if flat.dtype != torch.bfloat16 or weight.kind != "bfloat16":
+            flat = flat.float()
+        out = _compiled_product(ops, _padded(flat, weight), weight)
     else:
-        out = _dense_product(flat, weight, x.dtype)
+        out = _dense_product(_padded(flat.float(), weight), weight, x.dtype)
     return out.view(*x.shape[:-1], out_features).to(x.dtype)
+
+
+def _padded(x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
+    if x.shape[1] != weight.padded_columns:
+        x = F.pad(x, (0, weight.padded_columns - x.shape[1]))
+    return x.contiguous()
 
 
 def _compiled_product(ops, x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
@@ -113,6 +120,8 @@ def _compiled_product(ops, x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
         ops.int8_linear(x, weight.tiles, weight.scales, out)
     elif weight.kind == "int4":
         ops.int4_linear(x, weight.tiles, weight.scales, weight.minimums, weight.group, out)
+    elif x.dtype == torch.bfloat16:
+        ops.bf16_dot_linear(x, weight.tiles, out)
     else:
         ops.float_linear(x, weight.tiles, out)
     return out

@@ -13,7 +13,7 @@ from tokenizers.models import BPE, WordLevel
 
 from benchmarks.llama_cpp import server
 from benchmarks.llama_cpp.bench import bench_record, decode_weight_bytes, parse_llama_bench
-from benchmarks.llama_cpp.convert import _with_qwen_tokenizer, checkpoint_key, has_bpe_tokenizer
+from benchmarks.llama_cpp.convert import checkpoint_key, has_bpe_tokenizer, with_qwen_tokenizer
 from benchmarks.random_checkpoint import PADDED_VOCAB_SIZE
 
 # Captured from `llama-bench -m Q4_K_M.gguf -t 2 -p 16 -n 4 -r 2 -o json` (0.3.36, beside other work), with
@@ -148,7 +148,7 @@ def test_a_checkpoint_with_a_dummy_tokenizer_is_converted_from_links_with_the_re
     (model_dir / "config.json").write_text(json.dumps({"vocab_size": PADDED_VOCAB_SIZE}))
     (model_dir / "model.safetensors").write_bytes(b"weights")
     Tokenizer(WordLevel({"<unk>": 0}, unk_token="<unk>")).save(str(model_dir / "tokenizer.json"))
-    staging = _with_qwen_tokenizer(model_dir, tmp_path / "staging")
+    staging = with_qwen_tokenizer(model_dir, tmp_path / "staging")
     assert (staging / "model.safetensors").readlink() == (model_dir / "model.safetensors").resolve()
     assert (staging / "config.json").is_symlink()
     assert has_bpe_tokenizer(staging) and not has_bpe_tokenizer(model_dir)
@@ -158,7 +158,7 @@ def test_a_checkpoint_with_a_dummy_tokenizer_is_converted_from_links_with_the_re
 
 def test_a_vocabulary_too_small_for_the_qwen_tokenizer_is_refused_with_the_reason(checkpoint, tmp_path):
     with pytest.raises(ValueError, match="vocabulary of 1024 tokens, too small"):
-        _with_qwen_tokenizer(checkpoint, tmp_path / "staging")
+        with_qwen_tokenizer(checkpoint, tmp_path / "staging")
 
 
 FAKE_SERVER = """\

@@ -88,6 +88,20 @@ def test_products_match_the_reference(ops, kind, n, k):
         assert ((got - want).abs() <= bound).all(), f"{rows} rows"
 
 
+@pytest.mark.parametrize(("n", "k"), REAL_SHAPES[:2] + ODD_SHAPES)
+def test_bf16_dot_products_match_the_widened_product(ops, n, k):
+    generator = torch.Generator().manual_seed(n + k)
+    (tiles,) = _tiles("bfloat16", n, k, generator)
+    dense = _dense("bfloat16", (tiles,))[:n, :k]
+    for rows in ROWS_OF_X:
+        x = torch.randn(rows, k, generator=generator).bfloat16()
+        out = torch.full((rows, n), float("nan"))
+        ops.bf16_dot_linear(x, tiles, out)
+        want = (x.double() @ dense.double().T).float()
+        assert not out.isnan().any(), f"{rows} rows: outputs left unwritten"
+        assert ((out - want).abs() <= 1e-5 * (x.float().abs() @ dense.abs().T) + 1e-6).all(), f"{rows} rows"
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [

@@ -1,11 +1,13 @@
-"""How far int8 weights move the model from its bf16 weights, on random checkpoints: the real Qwen3.5-2B text
-shapes and the tiny test models.
+"""How far int8 and int4 weights move the model from its bf16 weights, on random checkpoints (the real Qwen3.5-2B
+text shapes and the tiny test models), and how far llama.cpp's Q8_0 and Q4_K_M move the same checkpoint.
 
-`python -m benchmarks.int8_fidelity [--prompt-tokens 128] [--greedy-tokens 300] [--no-real-size] [--no-record]`
-runs each checkpoint with bf16 weights (the reference), int8 weights (bf16 activations) and, for scale, fp32
-weights, and reports: the weights' relative error, the residual stream's relative error after each layer, the
-next-token logits' error and top-1 agreement at every prompt position, and on the tiny models the greedy tokens
-shared over a few hundred steps. Recorded in benchmarks/RESULTS.md under "int8 weights: fidelity".
+`python -m benchmarks.cpu_fidelity [--prompt-tokens 128] [--greedy-tokens 300] [--no-real-size] [--no-llama-cpp]
+[--no-record]` runs each checkpoint with bf16 weights (the reference), int8 and int4 weights (bf16 activations
+too) and, for scale, fp32 activations, and reports: the weights' relative error, the residual stream's relative
+error after each layer, the next-token logits' error and top-1 agreement at every prompt position, and on the
+tiny models the greedy tokens shared over a few hundred steps. At the real size llama.cpp's own logits for the
+same token ids (BF16, Q8_0 and Q4_K_M files of the checkpoint, benchmarks.llama_cpp) are compared with the same
+reference. Recorded in benchmarks/RESULTS.md under "CPU weights: fidelity".
 """
 
 from __future__ import annotations
@@ -29,8 +31,14 @@ from model.linear import embedding
 from model.loader import load_weights
 from model.sampling_params import SamplingParams
 
-SECTION = "int8 weights: fidelity"
-VARIANTS = {"bf16": dict(dtype=torch.bfloat16), "int8": dict(dtype=torch.bfloat16, quantize="int8")}
+SECTION = "CPU weights: fidelity"
+VARIANTS = {
+    "bf16": dict(dtype=torch.bfloat16),
+    "int8": dict(dtype=torch.bfloat16, quantize="int8"),
+    "int4": dict(dtype=torch.bfloat16, quantize="int4"),
+}
+QUANTIZED = ("int8", "int4")
+LLAMA_CPP_TYPES = ("BF16", "Q8_0", "Q4_K_M")
 SCALE = {"fp32": dict(dtype=torch.float32)}  # what bf16 itself changes, for scale
 # The tiny test models: the default one (text layout, tied head) and the published layout with odd sizes.
 TINY = {
@@ -75,7 +83,7 @@ def _run(engine: Engine, prompt: list[int], greedy_tokens: int) -> dict:
 
 
 def _weight_error(quantized: dict, reference: dict) -> float:
-    """Relative Frobenius error of the int8 weights against the bf16 ones, over all quantized matrices."""
+    """Relative Frobenius error of the quantized weights against the bf16 ones, over all quantized matrices."""
     error = total = 0.0
     for name, weight in quantized.items():
         if isinstance(weight, CpuWeight) and weight.kind in ("int8", "int4"):
@@ -85,9 +93,18 @@ def _weight_error(quantized: dict, reference: dict) -> float:
     return (error / total) ** 0.5
 
 
-def compare(model_dir: Path, prompt_tokens: int, greedy_tokens: int) -> dict:
-    """Each variant of one checkpoint against bf16, loading one engine at a time."""
-    runs, weight_error = {}, None
+def _logits_comparison(logits: torch.Tensor, want: torch.Tensor) -> dict:
+    return {
+        "next_logits_max_error": ((logits[-1] - want[-1]).abs().max() / want[-1].abs().max()).item(),
+        "logits_relative_error": _relative(logits, want),
+        "top1_agreement": (logits.argmax(-1) == want.argmax(-1)).float().mean().item(),
+    }
+
+
+def compare(model_dir: Path, prompt_tokens: int, greedy_tokens: int, llama_cpp: bool = False) -> dict:
+    """Each variant of one checkpoint against bf16, loading one engine at a time; with llama_cpp also
+    llama.cpp's files of it."""
+    runs, weight_errors = {}, {}
     for name, settings in {**VARIANTS, **SCALE}.items():
         engine = Engine.load(
             model_dir, device="cpu", max_context=prompt_tokens + greedy_tokens + 8, **settings
@@ -96,16 +113,22 @@ def compare(model_dir: Path, prompt_tokens: int, greedy_tokens: int) -> dict:
             0, engine.config.vocab_size, (prompt_tokens,), generator=torch.Generator().manual_seed(7)
         ).tolist()
         runs[name] = _run(engine, prompt, greedy_tokens)
-        if name == "int8":
-            # The checkpoint's bf16 weights as they are stored: a bf16 engine may hold them packed.
+        if name in QUANTIZED:
             plain = load_weights(model_dir, engine.config, engine.device, torch.bfloat16)
-            weight_error = _weight_error(engine.model.weights, plain)
+            weight_errors[name] = _weight_error(engine.model.weights, plain)
             del plain
         del engine
         gc.collect()
     reference = runs["bf16"]
-    result = {"weight_relative_error": weight_error, "layers": len(reference["streams"])}
-    for name in ("int8", "fp32"):
+    result = {"weight_relative_error": weight_errors, "layers": len(reference["streams"]), "llama_cpp": {}}
+    if llama_cpp:
+        from benchmarks.llama_cpp.convert import gguf_files
+        from benchmarks.llama_cpp.logits import llama_logits
+
+        for kind, path in gguf_files(model_dir).items():
+            logits = llama_logits(path, prompt, torch.get_num_threads())
+            result["llama_cpp"][kind] = _logits_comparison(logits, reference["logits"])
+    for name in (*QUANTIZED, "fp32"):
         run = runs[name]
         logits, want = run["logits"], reference["logits"]
         first_difference = next(
@@ -116,9 +139,7 @@ def compare(model_dir: Path, prompt_tokens: int, greedy_tokens: int) -> dict:
             "stream_errors": [
                 _relative(a, b) for a, b in zip(run["streams"], reference["streams"], strict=True)
             ],
-            "next_logits_max_error": ((logits[-1] - want[-1]).abs().max() / want[-1].abs().max()).item(),
-            "logits_relative_error": _relative(logits, want),
-            "top1_agreement": (logits.argmax(-1) == want.argmax(-1)).float().mean().item(),
+            **_logits_comparison(logits, want),
             "greedy_identical_prefix": first_difference,
             "greedy_same_fraction": (
                 sum(a == b for a, b in zip(run["greedy"], reference["greedy"], strict=True))
@@ -134,8 +155,10 @@ def report(results: dict[str, dict], prompt_tokens: int, greedy_tokens: int) -> 
     lines = [
         f"Machine: {platform.machine()}; date {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}. Random "
         f"checkpoints; a {prompt_tokens}-token random prompt. Reference: the same checkpoint with bf16 weights. "
-        "int8: per-row int8 weights with bf16 activations; fp32: fp32 weights and activations, to show how much "
-        "bf16 itself moves the model. Stream error: relative L2 error of the residual stream after a layer. "
+        "int8: per-row int8 weights; int4: a scale and a minimum per 64 values, fitted by least squares, the LM "
+        "head int8 (both with bf16 activations); fp32: fp32 activations, to show how much bf16 itself moves the "
+        "model. llama.cpp: its logits for the same token ids from its BF16, Q8_0 and Q4_K_M files of the "
+        "checkpoint (its own conversion and quantization), against the same reference. Stream error: relative L2 error of the residual stream after a layer. "
         "Logits: max error at the last position over the largest logit, relative L2 over all positions, and "
         "the share of prompt positions whose top-1 token agrees.",
         "",
@@ -145,11 +168,12 @@ def report(results: dict[str, dict], prompt_tokens: int, greedy_tokens: int) -> 
         "|---|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for checkpoint, result in results.items():
-        for name in ("int8", "fp32"):
+        for name in (*QUANTIZED, "fp32"):
             r = result[name]
             streams = r["stream_errors"]
             layers = f"{streams[0]:.4f} / {streams[len(streams) // 2]:.4f} / {streams[-1]:.4f}"
-            weights = f"{result['weight_relative_error']:.4f}" if name == "int8" else "–"
+            weight_error = result["weight_relative_error"].get(name)
+            weights = "–" if weight_error is None else f"{weight_error:.4f}"
             greedy = (
                 f"{r['greedy_identical_prefix']} | {r['greedy_same_fraction']:.0%}"
                 if r["greedy_same_fraction"] is not None
@@ -159,17 +183,23 @@ def report(results: dict[str, dict], prompt_tokens: int, greedy_tokens: int) -> 
                 f"| {checkpoint} | {name} | {weights} | {layers} | {r['next_logits_max_error']:.4f} | "
                 f"{r['logits_relative_error']:.4f} | {r['top1_agreement']:.1%} | {greedy} |"
             )
+        for kind, r in result["llama_cpp"].items():
+            lines.append(
+                f"| {checkpoint} | llama.cpp {kind} | – | – | {r['next_logits_max_error']:.4f} | "
+                f"{r['logits_relative_error']:.4f} | {r['top1_agreement']:.1%} | – | – |"
+            )
     for checkpoint, result in results.items():
-        errors = ", ".join(f"{e:.4f}" for e in result["int8"]["stream_errors"])
-        lines += [
-            "",
-            f"{checkpoint}, int8 stream error after each of the {result['layers']} layers: {errors}.",
-        ]
+        for name in QUANTIZED:
+            errors = ", ".join(f"{e:.4f}" for e in result[name]["stream_errors"])
+            lines += [
+                "",
+                f"{checkpoint}, {name} stream error after each of the {result['layers']} layers: {errors}.",
+            ]
     return "\n".join(lines)
 
 
 def build_parser() -> configargparse.ArgumentParser:
-    parser = configargparse.ArgumentParser(prog="python -m benchmarks.int8_fidelity", description=__doc__)
+    parser = configargparse.ArgumentParser(prog="python -m benchmarks.cpu_fidelity", description=__doc__)
     parser.add_argument(
         "--prompt-tokens", type=int, default=128, env_var="SQLSCOUT_BENCH_PROMPT_TOKENS", help="prompt length"
     )
@@ -188,6 +218,13 @@ def build_parser() -> configargparse.ArgumentParser:
         help="include the real Qwen3.5-2B shapes (random bf16 checkpoint kept in the cache directory)",
     )
     parser.add_argument(
+        "--llama-cpp",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        env_var="SQLSCOUT_BENCH_LLAMA_CPP",
+        help="with --real-size: compare llama.cpp's BF16, Q8_0 and Q4_K_M logits too (builds llama.cpp once)",
+    )
+    parser.add_argument(
         "--no-record", action="store_true", env_var="SQLSCOUT_BENCH_NO_RECORD", help="print only"
     )
     return parser
@@ -199,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.real_size:
         from benchmarks.real_size_checkpoint import real_size_checkpoint
 
-        results["Qwen3.5-2B shapes"] = compare(real_size_checkpoint(), args.prompt_tokens, 0)
+        results["Qwen3.5-2B shapes"] = compare(real_size_checkpoint(), args.prompt_tokens, 0, args.llama_cpp)
     with tempfile.TemporaryDirectory() as tmp:
         for name, spec in TINY.items():
             directory = write_tiny_checkpoint(Path(tmp) / str(spec["seed"]), **spec)
