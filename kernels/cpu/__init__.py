@@ -33,7 +33,8 @@ def _build() -> object | None:
     """torch.ops.sqlscout_cpu once the library is loaded, or None (with the reason logged) when it cannot be."""
     from torch.utils import cpp_extension
 
-    flags = ["-O3", _tuning_flag(), "-fopenmp"]
+    # -Wno-psabi: the vector helpers are inline and internal, so the ABI notes GCC prints are noise.
+    flags = ["-O3", _tuning_flag(), "-fopenmp", "-Wno-psabi"]
     try:
         cpp_extension.load(
             name=LIBRARY,

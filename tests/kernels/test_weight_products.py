@@ -5,6 +5,10 @@ itself."""
 from __future__ import annotations
 
 import logging
+import platform
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +16,7 @@ import torch
 from kernels import cpu as cpu_kernels
 from kernels.reference import weight_products as layout
 
+ROOT = Path(__file__).resolve().parents[2]
 # The matrices of a Qwen3.5-2B layer (fused as the model holds them) and a slice of its LM head, then odd sizes.
 REAL_SHAPES = [(12288, 2048), (2048, 6144), (8224, 2048), (5120, 2048), (2048, 2048), (4099, 2048)]
 ODD_SHAPES = [(1, 16), (5, 48), (37, 64), (1029, 64), (6, 4096)]
@@ -170,3 +175,23 @@ def test_without_a_compiler_the_products_fall_back_with_one_notice(monkeypatch, 
         assert len(notices) == 1 and "g++: command not found" in notices[0].getMessage()
     finally:
         cpu_kernels.forget_build()
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        pytest.param("-mavx2 -mfma -mf16c", id="avx2"),  # most laptops: AVX2 without AVX-512
+        pytest.param("-O2", id="no-vector-extension"),  # the portable branch of every helper
+    ],
+)
+def test_products_built_for_other_instruction_sets_match_the_reference(flags, tmp_path):
+    if flags.startswith("-mavx2") and not (platform.machine() in ("x86_64", "AMD64") and _has_avx2()):
+        pytest.skip("this CPU cannot run AVX2 code")
+    command = [sys.executable, "-m", "tests.kernels.other_isa_products", flags, str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert float(done.stdout.strip().splitlines()[-1]) < 1e-5
+
+
+def _has_avx2() -> bool:
+    return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")

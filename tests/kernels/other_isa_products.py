@@ -1,0 +1,73 @@
+"""Builds the C++ weight products for another instruction set than this CPU's best (AVX2 without AVX-512, or no
+vector extension at all) and checks each product against the torch reference: run as
+`python -m tests.kernels.other_isa_products "FLAGS" BUILD_DIR` in a process of its own, since the library
+registers the same operators as the one the engine builds."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+from torch.utils.cpp_extension import load
+
+from kernels.cpu import SOURCE
+from kernels.reference import weight_products as layout
+
+SHAPES = [(37, 64), (1029, 128), (5, 48), (4099, 2048)]
+
+
+def check(ops) -> float:
+    """The largest error of any product over the largest magnitude of its reference."""
+    generator = torch.Generator().manual_seed(0)
+    worst = 0.0
+    for n, k in SHAPES:
+        weight = torch.randn(n, k, generator=generator) * 0.02
+        for rows in (1, 3, 5, 8):
+            x = torch.randn(rows, k, generator=generator)
+            for kind in ("float32", "bfloat16", "bf16_dot", "int8", "int4"):
+                if kind == "int4" and k % 64:
+                    continue
+                out = torch.full((rows, n), float("nan"))
+                if kind == "int8":
+                    values = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=generator)
+                    scales = torch.zeros(layout.padded(n, layout.TILE_ROWS), dtype=torch.bfloat16)
+                    scales[:n] = torch.rand(n, generator=generator) * 0.01
+                    tiles = layout.tile_rows(values)
+                    ops.int8_linear(x, tiles, scales, out)
+                    dense = layout.dequantize_int8(tiles, scales)
+                elif kind == "int4":
+                    values = torch.randint(0, 16, (n, k), dtype=torch.uint8, generator=generator)
+                    scales = layout.tile_groups((torch.rand(n, k // 64, generator=generator) * 0.01).half())
+                    minimums = layout.tile_groups(
+                        (torch.randn(n, k // 64, generator=generator) * 0.05).half()
+                    )
+                    tiles = layout.tile_rows(layout.pack_int4(values))
+                    ops.int4_linear(x, tiles, scales, minimums, 64, out)
+                    dense = layout.dequantize_int4(tiles, scales, minimums, 64)
+                else:
+                    tiles = layout.tile_rows(weight if kind == "float32" else weight.bfloat16())
+                    dense = layout.dequantize_float(tiles)
+                    if kind == "bf16_dot":
+                        x = x.bfloat16()
+                        ops.bf16_dot_linear(x, tiles, out)
+                    else:
+                        ops.float_linear(x, tiles, out)
+                if out.isnan().any():
+                    raise AssertionError(f"{kind} {n}x{k}, {rows} rows: outputs left unwritten")
+                want = x.double() @ dense[:n, :k].double().T
+                worst = max(worst, ((out.double() - want).abs().max() / want.abs().max()).item())
+                x = x.float()
+    return worst
+
+
+if __name__ == "__main__":
+    flags, build_dir = sys.argv[1].split(), sys.argv[2]
+    load(
+        name="sqlscout_cpu_products_check",
+        sources=[str(SOURCE)],
+        extra_cflags=["-O3", *flags, "-fopenmp", "-Wno-psabi"],
+        extra_ldflags=["-fopenmp"],
+        is_python_module=False,
+        build_directory=build_dir,
+    )
+    print(check(torch.ops.sqlscout_cpu))
