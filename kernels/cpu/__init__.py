@@ -9,6 +9,7 @@ products run in plain PyTorch instead (kernels/reference/weight_products.py), af
 from __future__ import annotations
 
 import logging
+import os
 import platform
 from pathlib import Path
 
@@ -29,10 +30,23 @@ def _tuning_flag() -> str:
     return "-mcpu=native" if platform.machine().lower() in ARM_MACHINES else "-march=native"
 
 
+def _put_ninja_on_path() -> None:
+    """torch runs `ninja` from PATH; the ninja package installed with sqlscout is not on it when the virtual
+    environment's python runs without the environment activated (as MCP hosts start it)."""
+    try:
+        import ninja
+    except ImportError:
+        return
+    folder = str(ninja.BIN_DIR)
+    if folder not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([folder, os.environ.get("PATH", "")])
+
+
 def _build() -> object | None:
     """torch.ops.sqlscout_cpu once the library is loaded, or None (with the reason logged) when it cannot be."""
     from torch.utils import cpp_extension
 
+    _put_ninja_on_path()
     # -Wno-psabi: the vector helpers are inline and internal, so the ABI notes GCC prints are noise.
     flags = ["-O3", _tuning_flag(), "-fopenmp", "-Wno-psabi"]
     try:
@@ -72,9 +86,3 @@ def products() -> object | None:
     if _products is _UNBUILT:
         _products = _build()
     return _products
-
-
-def forget_build() -> None:
-    """Build again on the next products() call (tests of the fallback)."""
-    global _products
-    _products = _UNBUILT
