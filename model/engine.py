@@ -131,9 +131,9 @@ class Engine:
         """Load config, tokenizer and weights of model_dir; cuda when available, else the CPU.
 
         dtype (of the activations) defaults to default_dtype(device); quantize "int8" or "int4" stores the
-        projections and the LM head quantized (CPU only, see load_weights); threads sets torch's CPU threads (default: one per physical core); compile_decode
-        compiles the CPU decode step with torch.compile. cache_dir keeps quantized weights and compiled steps for
-        the next run.
+        projections and the LM head quantized (CPU only, see load_weights); threads sets torch's CPU threads
+        (default: one per physical core); compile_decode compiles the CPU decode step with torch.compile.
+        cache_dir keeps quantized weights and compiled steps for the next run.
         """
         path = check_model_dir(model_dir)
         device = torch.device(device) if device is not None else default_device()

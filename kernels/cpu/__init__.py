@@ -47,6 +47,7 @@ def _build() -> object | None:
     from torch.utils import cpp_extension
 
     _put_ninja_on_path()
+    log.info("loading the CPU weight products (compiled for this CPU on first use, about 15 s)")
     # -Wno-psabi: the vector helpers are inline and internal, so the ABI notes GCC prints are noise.
     flags = ["-O3", _tuning_flag(), "-fopenmp", "-Wno-psabi"]
     try:
