@@ -25,7 +25,6 @@ SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 # Checkpoints above this size report progress on stderr.
 PROGRESS_BYTES = 256 * 1024 * 1024
-SAFETENSORS_DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
 
 
 def check_model_dir(model_dir: str | Path) -> Path:
@@ -198,8 +197,8 @@ def _stored_dtypes(
             file = files[source]
             if file not in handles:
                 handles[file] = stack.enter_context(safe_open(file, framework="pt"))
-            kind = SAFETENSORS_DTYPES.get(handles[file].get_slice(source).get_dtype())
-            stored[name] = torch.bfloat16 if kind == torch.bfloat16 else torch.float32
+            bf16 = handles[file].get_slice(source).get_dtype() == "BF16"
+            stored[name] = torch.bfloat16 if bf16 else torch.float32
     return stored
 
 

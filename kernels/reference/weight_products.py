@@ -1,5 +1,5 @@
 """The tiled weight layout the C++ CPU products read (kernels/cpu/weight_products.cpp), in plain PyTorch: tiling,
-int4 packing, dequantization and the reference products.
+int4 packing and dequantization, the reference the products are tested against.
 
 A [N, K] matrix is stored as tiles of TILE_ROWS rows (the last one padded with zero rows), each tile's rows
 interleaved LANES values at a time, with K padded with zeros to a multiple of LANES (int4: of its group); so one
@@ -21,10 +21,10 @@ def padded(size: int, multiple: int) -> int:
     return -(-size // multiple) * multiple
 
 
-def tile_rows(matrix: torch.Tensor, column_multiple: int = LANES) -> torch.Tensor:
-    """[N, K] (any dtype) as [N rounded up to TILE_ROWS, K rounded up to column_multiple] in tile order."""
+def tile_rows(matrix: torch.Tensor) -> torch.Tensor:
+    """[N, K] (any dtype) as [N rounded up to TILE_ROWS, K rounded up to LANES] in tile order."""
     rows, columns = matrix.shape
-    full = matrix.new_zeros(padded(rows, TILE_ROWS), padded(columns, column_multiple))
+    full = matrix.new_zeros(padded(rows, TILE_ROWS), padded(columns, LANES))
     full[:rows, :columns] = matrix
     tiles, width = full.shape[0] // TILE_ROWS, full.shape[1]
     return full.view(tiles, TILE_ROWS, width // LANES, LANES).transpose(1, 2).reshape(full.shape)
@@ -95,18 +95,3 @@ def dequantize_int4(
     minimum = untile_groups(minimums, groups)[first : first + values.shape[0]].float()
     grouped = values.view(values.shape[0], groups, group)
     return grouped.mul_(scale[..., None]).add_(minimum[..., None]).view(values.shape)
-
-
-def float_linear(x: torch.Tensor, tiles: torch.Tensor, n: int) -> torch.Tensor:
-    """x [M, padded K] fp32 @ W.T for W tiled fp32 or bf16: [M, n]."""
-    return x @ dequantize_float(tiles)[:n].T
-
-
-def int8_linear(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, n: int) -> torch.Tensor:
-    return x @ dequantize_int8(tiles, scales)[:n].T
-
-
-def int4_linear(
-    x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, minimums: torch.Tensor, n: int, group: int
-) -> torch.Tensor:
-    return x @ dequantize_int4(tiles, scales, minimums, group)[:n].T
