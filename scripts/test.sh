@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs everything the tests need (PostgreSQL and MariaDB server binaries, sqlscout with the local engine
-# and the test extra into .venv, pinned by constraints.txt), then runs lint and the whole test suite. The
-# suite starts and stops its own throwaway PostgreSQL and MariaDB servers.
+# Installs everything the tests need (PostgreSQL, MariaDB and OpenSSH server binaries, sqlscout with the local
+# engine and the test extra into .venv, pinned by constraints.txt), then runs lint and the whole test suite. The
+# suite starts and stops its own throwaway PostgreSQL, MariaDB and OpenSSH servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +14,11 @@ if ! command -v mariadbd >/dev/null && [ ! -x /usr/sbin/mariadbd ]; then
     echo "sqlscout: installing MariaDB server binaries (Debian package mariadb-server, about a minute)" >&2
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mariadb-server mariadb-client >/dev/null
+fi
+if [ ! -x /usr/sbin/sshd ]; then
+    echo "sqlscout: installing the OpenSSH server (Debian package openssh-server, about 20 s)" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server >/dev/null
 fi
 
 source scripts/venv.sh

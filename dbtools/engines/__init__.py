@@ -37,13 +37,14 @@ def open_database(
     max_chars: int = 100_000,
     connect_timeout_s: int = 5,
     pool_size: int = 10,
+    display_name: str | None = None,
 ) -> Database:
     """Open `dsn` read-only; None opens the bundled demo database (built on first use).
 
     "path.sqlite" or "sqlite:///path" opens SQLite; "path.duckdb", "duckdb:///path", CSV/Parquet/JSON files or a
     folder of them open DuckDB; "postgresql://..." or a libpq "host=... dbname=..." string opens PostgreSQL and
     "mysql://..." or "mariadb://..." MySQL or MariaDB, with at most `pool_size` connections, each made within
-    `connect_timeout_s`.
+    `connect_timeout_s`. `display_name` replaces the masked DSN in messages (a server reached through a tunnel).
     Raises ConnectionFailedError with the reason when it cannot.
     """
     if dsn is None:
@@ -68,7 +69,7 @@ def open_database(
 
         return MySQLDatabase(
             parsed.target,
-            parsed.display_name,
+            display_name or parsed.display_name,
             timeout_s=timeout_s,
             max_rows=max_rows,
             max_chars=max_chars,
@@ -79,7 +80,7 @@ def open_database(
 
     return PostgresDatabase(
         parsed.target,
-        parsed.display_name,
+        display_name or parsed.display_name,
         timeout_s=timeout_s,
         max_rows=max_rows,
         max_chars=max_chars,

@@ -1,0 +1,192 @@
+"""Named databases served together: each opened on its first use, through its own SSH tunnel if it has one."""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from dbtools.engines import Database, open_database
+from dbtools.engines.dsn import parse_dsn
+from dbtools.errors import ConnectionFailedError, DatabaseToolError
+from dbtools.source_dsn import engine_dsn, server_address
+from dbtools.ssh_tunnel import SshSettings, SshTunnel
+
+log = logging.getLogger(__name__)
+
+# The name a lone --dsn is served under.
+DEFAULT_SOURCE = "main"
+
+
+class UnknownSourceError(DatabaseToolError):
+    """A call named no source when several are served, or one that is not (or no longer) configured."""
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """One configured database. None limits take the server's; the password never appears in its repr."""
+
+    name: str
+    dsn: str | None  # None: the bundled demo database
+    description: str = ""
+    password: str | None = field(default=None, repr=False)
+    timeout: float | None = None
+    max_rows: int | None = None
+    pool_size: int | None = None
+    connect_timeout: int | None = None
+    ssh: SshSettings | None = None
+
+    @property
+    def engine(self) -> str:
+        return parse_dsn(self.dsn).engine if self.dsn else "sqlite"
+
+    @property
+    def display_name(self) -> str:
+        """The DSN with any password masked, and the tunnel it goes through."""
+        shown = parse_dsn(self.dsn).display_name if self.dsn else "the bundled demo database"
+        return f"{shown} (SSH via {self.ssh.display_name})" if self.ssh else shown
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """The server-wide limits a source's own settings override."""
+
+    timeout: float
+    max_rows: int
+    pool_size: int
+    connect_timeout: int
+
+
+class Source:
+    """A SourceSpec's database, opened on the first call that needs it; a dropped tunnel is reopened."""
+
+    def __init__(self, spec: SourceSpec, limits: ServerLimits) -> None:
+        self.spec = spec
+        self.limits = limits
+        self._lock = threading.Lock()
+        self._database: Database | None = None
+        self._tunnel = SshTunnel(spec.ssh, *server_address(spec.dsn)) if spec.ssh else None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def is_open(self) -> bool:
+        return self._database is not None
+
+    def database(self) -> Database:
+        """The open database; raises ConnectionFailedError (TunnelDownError once after a drop) when unreachable."""
+        with self._lock:
+            if self._tunnel is not None and self._database is not None and self._tunnel.is_down():
+                error = self._tunnel.down_error(ConnectionFailedError("the SSH connection closed"))
+                self._tunnel.close()
+                raise error
+            port = self._tunnel.local_port() if self._tunnel is not None else None
+            if self._database is None:
+                self._database = self._open(port)
+            return self._database
+
+    @contextmanager
+    def calls(self) -> Iterator[Database]:
+        """The database for one tool call; a failure caused by a tunnel dropping mid-call says so in one line."""
+        database = self.database()
+        try:
+            yield database
+        except ConnectionFailedError as error:
+            if self._tunnel is not None and self._tunnel.is_down():
+                self._tunnel.close()
+                raise self._tunnel.down_error(error) from error
+            raise
+
+    def _open(self, local_port: int | None) -> Database:
+        spec, limits = self.spec, self.limits
+        dsn = engine_dsn(spec.dsn, spec.password, local_port) if spec.dsn else None
+        database = open_database(
+            dsn,
+            timeout_s=spec.timeout or limits.timeout,
+            max_rows=spec.max_rows or limits.max_rows,
+            pool_size=spec.pool_size or limits.pool_size,
+            connect_timeout_s=spec.connect_timeout or limits.connect_timeout,
+            display_name=spec.display_name if (spec.password or spec.ssh) else None,
+        )
+        log.info("source %s opened: %s", spec.name, database.display_name)
+        return database
+
+    def close(self) -> None:
+        with self._lock:
+            if self._database is not None:
+                self._database.close()
+                self._database = None
+            if self._tunnel is not None:
+                self._tunnel.close()
+
+
+class SourceSet:
+    """The configured sources by name, in the configuration's order; replaced as a whole on reload."""
+
+    def __init__(self, specs: list[SourceSpec], limits: ServerLimits) -> None:
+        self.limits = limits
+        self._lock = threading.Lock()
+        self._sources = {spec.name: Source(spec, limits) for spec in specs}
+        self._removed: set[str] = set()
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._sources)
+
+    def __iter__(self) -> Iterator[Source]:
+        return iter(list(self._sources.values()))
+
+    def __len__(self) -> int:
+        return len(self._sources)
+
+    def get(self, name: str | None) -> Source:
+        """The source `name` names; None is the only source when there is one. Errors list the sources."""
+        sources = self._sources
+        if name is None:
+            if len(sources) == 1:
+                return next(iter(sources.values()))
+            raise UnknownSourceError(
+                f"several databases are served: give source, one of {', '.join(sources)}"
+            )
+        if name in sources:
+            return sources[name]
+        if name in self._removed:
+            raise UnknownSourceError(
+                f"source {name!r} no longer exists: it was removed from the configuration"
+            )
+        close = difflib.get_close_matches(name, list(sources), n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise UnknownSourceError(f"unknown source {name!r}{hint} Sources: {', '.join(sources)}")
+
+    def replace(self, specs: list[SourceSpec], on_change: Callable[[str], None] | None = None) -> list[str]:
+        """Serve `specs` from now on: a source whose settings changed is reopened, a removed one closed. Returns
+        the names of the sources that changed, were added or were removed."""
+        with self._lock:
+            old = self._sources
+            new: dict[str, Source] = {}
+            changed = []
+            for spec in specs:
+                kept = old.get(spec.name)
+                if kept is not None and kept.spec == spec:
+                    new[spec.name] = kept
+                else:
+                    new[spec.name] = Source(spec, self.limits)
+                    changed.append(spec.name)
+            removed = [name for name in old if name not in new]
+            self._removed = (self._removed | set(removed)) - set(new)
+            self._sources = new
+        for name in [*changed, *removed]:
+            if name in old and (name not in new or new[name] is not old[name]):
+                old[name].close()
+            if on_change is not None:
+                on_change(name)
+        return [*changed, *removed]
+
+    def close(self) -> None:
+        for source in self:
+            source.close()
