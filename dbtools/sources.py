@@ -74,6 +74,27 @@ class Source:
     def name(self) -> str:
         return self.spec.name
 
+    @classmethod
+    def serving(cls, database: Database, limits: ServerLimits, name: str = DEFAULT_SOURCE) -> Source:
+        """An already open database as a source."""
+        source = cls(SourceSpec(name, None), limits)
+        source._database = database
+        return source
+
+    @property
+    def display_name(self) -> str:
+        return self._database.display_name if self._database is not None else self.spec.display_name
+
+    @property
+    def dialect(self) -> str:
+        """The sqlglot dialect, which is also the engine's name."""
+        return self._database.dialect if self._database is not None else self.spec.engine
+
+    @property
+    def max_rows(self) -> int:
+        """The most rows a call on this source returns."""
+        return self.spec.max_rows or self.limits.max_rows
+
     @property
     def is_open(self) -> bool:
         return self._database is not None
@@ -133,6 +154,13 @@ class SourceSet:
         self._lock = threading.Lock()
         self._sources = {spec.name: Source(spec, limits) for spec in specs}
         self._removed: set[str] = set()
+
+    @classmethod
+    def serving(cls, database: Database, limits: ServerLimits) -> SourceSet:
+        """One already open database as the only source."""
+        sources = cls([], limits)
+        sources._sources = {DEFAULT_SOURCE: Source.serving(database, limits)}
+        return sources
 
     @property
     def names(self) -> list[str]:

@@ -33,11 +33,13 @@ class ModelRunner:
     turn in order of arrival. An endpoint serves the questions' requests side by side; the local engine
     decodes their rows together in one batch."""
 
-    def __init__(self, settings: Settings, db: Database, policy: Policy | None = None) -> None:
+    def __init__(self, settings: Settings, db: Database | None = None, policy: Policy | None = None) -> None:
         self.settings = settings
-        self.db = db
+        self.db = db  # asked when a question names no database
         self._policy = policy
-        self._agent: Agent | None = None
+        self._config: AgentConfig | None = None
+        # One agent per database asked: its toolbox holds the database's value index. See forget().
+        self._agents: dict[Database, Agent] = {}
         self._load_lock = threading.Lock()
         self._gate = QuestionGate(settings.max_concurrent_questions)
         # Worker threads for questions asked from an event loop, as many as may run: a question waiting its
@@ -58,13 +60,13 @@ class ModelRunner:
     def _preload(self) -> None:
         try:
             with self._load_lock:
-                self._ensure_agent()
+                self._ensure_policy()
         except Exception as error:
             log.warning("%s; ask_database will try again and report it", error)
             log.debug("the model did not load", exc_info=True)
 
-    def _ensure_agent(self) -> Agent:
-        if self._agent is None:
+    def _ensure_policy(self) -> None:
+        if self._config is None:
             if self._policy is None:
                 if not self.settings.has_model:
                     raise PolicyConfigError(f"no text-to-SQL model is configured: {MODEL_SETUP_HINT}")
@@ -92,14 +94,24 @@ class ModelRunner:
                 except Exception as error:
                     raise ModelLoadError(f"loading the model from {where} failed: {error}") from error
                 log.info("model ready")
-            config = AgentConfig(
+            self._config = AgentConfig(
                 token_budget=self.settings.token_budget,
                 samples=self.settings.samples,
                 max_result_rows=self.settings.max_rows,
                 sampling=self._sampling(),
             )
-            self._agent = Agent(self.db, self._policy, config)
-        return self._agent
+
+    def _agent(self, database: Database) -> Agent:
+        with self._load_lock:
+            agent = self._agents.get(database)
+            if agent is None:
+                agent = self._agents[database] = Agent(database, self._policy, self._config)
+            return agent
+
+    def forget(self, database: Database) -> None:
+        """Drop the agent of a database that is no longer served (its source was reconfigured or removed)."""
+        with self._load_lock:
+            self._agents.pop(database, None)
 
     def _sampling(self) -> SamplingParams:
         return SamplingParams(
@@ -111,6 +123,7 @@ class ModelRunner:
         question: str,
         evidence: str | None = None,
         *,
+        database: Database | None = None,
         on_round: Callable[[RoundEvent], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> AgentAnswer:
@@ -121,17 +134,18 @@ class ModelRunner:
         fails to answer."""
         cancel = cancel or threading.Event()
         with self._running(cancel), self._gate.turn(cancel):
-            agent = self._loaded_agent(cancel)
+            self._loaded(cancel)
+            agent = self._agent(database or self.db)
             return agent.ask(question, evidence, on_round=on_round, cancel=cancel)
 
-    def _loaded_agent(self, cancel: threading.Event) -> Agent:
-        if self._agent is not None:
-            return self._agent
+    def _loaded(self, cancel: threading.Event) -> None:
+        if self._config is not None:
+            return
         while not self._load_lock.acquire(timeout=0.1):
             if cancel.is_set():
                 raise QuestionCancelledError("cancelled while waiting for the model to load")
         try:
-            return self._ensure_agent()
+            self._ensure_policy()
         finally:
             self._load_lock.release()
 

@@ -11,6 +11,19 @@ JsonCell = (
 )
 
 
+class SourceSummary(BaseModel):
+    name: str
+    engine: str
+    description: str
+    table_count: int | None = Field(description="null when the source cannot be reached now")
+    reachable: bool
+    error: str | None = Field(description="why it cannot be reached")
+
+
+class SourceList(BaseModel):
+    sources: list[SourceSummary]
+
+
 class TableSummary(BaseModel):
     name: str
     column_count: int
