@@ -63,9 +63,12 @@ class ServerLimits:
 class Source:
     """A SourceSpec's database, opened on the first call that needs it; a dropped tunnel is reopened."""
 
-    def __init__(self, spec: SourceSpec, limits: ServerLimits) -> None:
+    def __init__(
+        self, spec: SourceSpec, limits: ServerLimits, on_close: Callable[[Database], None] | None = None
+    ) -> None:
         self.spec = spec
         self.limits = limits
+        self._on_close = on_close
         self._lock = threading.Lock()
         self._database: Database | None = None
         self._tunnel = SshTunnel(spec.ssh, *server_address(spec.dsn)) if spec.ssh else None
@@ -75,9 +78,11 @@ class Source:
         return self.spec.name
 
     @classmethod
-    def serving(cls, database: Database, limits: ServerLimits, name: str = DEFAULT_SOURCE) -> Source:
-        """An already open database as a source."""
-        source = cls(SourceSpec(name, None), limits)
+    def serving(
+        cls, database: Database, limits: ServerLimits, on_close: Callable[[Database], None] | None = None
+    ) -> Source:
+        """An already open database as the source named DEFAULT_SOURCE."""
+        source = cls(SourceSpec(DEFAULT_SOURCE, None), limits, on_close)
         source._database = database
         return source
 
@@ -140,6 +145,8 @@ class Source:
     def close(self) -> None:
         with self._lock:
             if self._database is not None:
+                if self._on_close is not None:
+                    self._on_close(self._database)
                 self._database.close()
                 self._database = None
             if self._tunnel is not None:
@@ -151,15 +158,24 @@ class SourceSet:
 
     def __init__(self, specs: list[SourceSpec], limits: ServerLimits) -> None:
         self.limits = limits
+        # Told of each database closed (a source reconfigured or removed), so that nothing keeps it.
+        self.on_close: Callable[[Database], None] | None = None
         self._lock = threading.Lock()
-        self._sources = {spec.name: Source(spec, limits) for spec in specs}
+        self._sources = {spec.name: self._source(spec) for spec in specs}
         self._removed: set[str] = set()
+
+    def _source(self, spec: SourceSpec) -> Source:
+        return Source(spec, self.limits, on_close=self._closed)
+
+    def _closed(self, database: Database) -> None:
+        if self.on_close is not None:
+            self.on_close(database)
 
     @classmethod
     def serving(cls, database: Database, limits: ServerLimits) -> SourceSet:
         """One already open database as the only source."""
         sources = cls([], limits)
-        sources._sources = {DEFAULT_SOURCE: Source.serving(database, limits)}
+        sources._sources = {DEFAULT_SOURCE: Source.serving(database, limits, on_close=sources._closed)}
         return sources
 
     @property
@@ -191,7 +207,7 @@ class SourceSet:
         hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         raise UnknownSourceError(f"unknown source {name!r}{hint} Sources: {', '.join(sources)}")
 
-    def replace(self, specs: list[SourceSpec], on_change: Callable[[str], None] | None = None) -> list[str]:
+    def replace(self, specs: list[SourceSpec]) -> list[str]:
         """Serve `specs` from now on: a source whose settings changed is reopened, a removed one closed. Returns
         the names of the sources that changed, were added or were removed."""
         with self._lock:
@@ -203,16 +219,14 @@ class SourceSet:
                 if kept is not None and kept.spec == spec:
                     new[spec.name] = kept
                 else:
-                    new[spec.name] = Source(spec, self.limits)
+                    new[spec.name] = self._source(spec)
                     changed.append(spec.name)
             removed = [name for name in old if name not in new]
             self._removed = (self._removed | set(removed)) - set(new)
             self._sources = new
         for name in [*changed, *removed]:
-            if name in old and (name not in new or new[name] is not old[name]):
+            if name in old:
                 old[name].close()
-            if on_change is not None:
-                on_change(name)
         return [*changed, *removed]
 
     def close(self) -> None:

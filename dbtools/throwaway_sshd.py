@@ -74,6 +74,10 @@ class SshServer:
     def user(self) -> str:
         return pwd.getpwuid(os.geteuid()).pw_name
 
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
     def start(self) -> None:
         """Start sshd (again, after stop_listening) and wait until it accepts connections."""
         Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation folder

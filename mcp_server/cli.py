@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 
 import configargparse
 from tqdm import tqdm
@@ -16,13 +17,18 @@ from dbtools.engines import Database, open_database
 from dbtools.engines.dsn import parse_dsn
 from dbtools.errors import DatabaseToolError
 from dbtools.plural import counted
+from dbtools.sources import SourceSet
 from mcp_server.agent.errors import ModelError, PolicyConfigError
+from mcp_server.config_file import ConfigFileError, ServerConfig, load_config
+from mcp_server.config_reload import ConfigWatcher
 from mcp_server.host_config import HOSTS, host_instructions, host_snippet
 from mcp_server.http_transport import ListenError, listen_socket, serve_http
 from mcp_server.model_runner import ModelLoadError, ModelRunner
+from mcp_server.secret_redaction import SecretFilter, redact_in_logs
 from mcp_server.server import build_server
 from mcp_server.settings import OPTIONS, Settings, SettingsError
 from mcp_server.shell_quoting import SHELLS, default_shell
+from mcp_server.source_tools import server_limits
 from mcp_server.stdio_transport import serve_stdio
 from mcp_server.terminal_table import format_table
 
@@ -68,6 +74,11 @@ def build_parser(command: str) -> configargparse.ArgumentParser:
         parser.add_argument("question", help="the question, in plain language")
         parser.add_argument("--evidence", help="domain knowledge the question needs")
         parser.add_argument("--json", action="store_true", help="print the whole answer as JSON")
+        parser.add_argument(
+            "--source",
+            env_var="SQLSCOUT_SOURCE",
+            help="the configured source to ask (with --config naming several)",
+        )
     elif command == "config":
         parser = configargparse.ArgumentParser(
             prog="sqlscout config",
@@ -104,27 +115,39 @@ def configure_logging(level: str) -> None:
     logging.basicConfig(
         stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(SecretFilter())
     if level != "DEBUG":
         # httpx logs each request to the model endpoint at INFO; the rounds and any failure are logged already.
         logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
-def serve(settings: Settings, db: Database) -> int:
+def serve(settings: Settings, sources: SourceSet, config: ServerConfig | None) -> int:
     try:
         sock = listen_socket(settings) if settings.transport == "http" else None
     except ListenError as error:
         print(f"sqlscout: {error}", file=sys.stderr)
         return 1
-    runner = ModelRunner(settings, db)
-    server = build_server(settings, db, runner)
+    runner = ModelRunner(settings)
+    sources.on_close = runner.forget
+    server = build_server(settings, sources, runner, named=config is not None)
     runner.preload_in_background()
     if not runner.configured:
         log.info("no model configured: ask_database will explain how to set one; the database tools work")
-    log.info("serving %s (%s) over %s", db.display_name, db.dialect, settings.transport)
-    if settings.transport == "http":
-        serve_http(server, settings, sock)
-    else:
-        serve_stdio(server)
+    served = ", ".join(f"{source.name}: {source.display_name} ({source.dialect})" for source in sources)
+    log.info("serving %s over %s", served, settings.transport)
+    watcher = None
+    if config is not None:
+        watcher = ConfigWatcher(config.path, partial(apply_reload, sources, config))
+        watcher.start()
+    try:
+        if settings.transport == "http":
+            serve_http(server, settings, sock)
+        else:
+            serve_stdio(server)
+    finally:
+        if watcher is not None:
+            watcher.stop()
     if not runner.stop(QUESTION_STOP_GRACE_S):
         log.warning(
             "a question was still running %g s after serving ended; exiting without it", QUESTION_STOP_GRACE_S
@@ -132,6 +155,20 @@ def serve(settings: Settings, db: Database) -> int:
         # Its worker thread would hold the process open; nothing needs unwinding, the database is only read.
         os._exit(0)
     return 0
+
+
+def apply_reload(sources: SourceSet, started: ServerConfig, config: ServerConfig) -> None:
+    """Serve a re-read file's sources; [server] settings are read at start only."""
+    if not config.sources and started.sources:
+        raise ConfigFileError(
+            f"{config.path}: sources: the file names no source now; the server keeps serving"
+        )
+    if config.settings != started.settings:
+        log.warning("[server] settings in %s changed: they apply when the server restarts", config.path)
+    if config.sources:
+        changed = sources.replace(list(config.sources))
+        log.info("sources reopened, added or removed: %s", ", ".join(changed) or "none")
+    redact_in_logs(config.secrets)
 
 
 def ask(settings: Settings, db: Database, question: str, evidence: str | None, as_json: bool) -> int:
@@ -176,8 +213,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     namespace = parser.parse_args(args)
     if command == "ask" and not namespace.question.strip():
         parser.error('the question is empty: ask it in plain language, e.g. "How many orders are there?"')
+    flags = {name: value for name, value in vars(namespace).items() if value is not None}
+    config = None
+    if flags.get("config"):
+        try:
+            config = load_config(flags["config"])
+        except ConfigFileError as error:
+            parser.error(str(error))
+        if config.sources and flags.get("dsn"):
+            parser.error(f"--dsn and the sources of {config.path} both name databases: give one or the other")
+        redact_in_logs(config.secrets)
+    from_file = config.settings if config is not None and command != "config" else {}
     try:
-        settings = Settings.resolve(vars(namespace))
+        Settings.resolve(from_file)
+    except SettingsError as error:
+        parser.error(f"{config.path}: [server]: {error}")
+    try:
+        settings = Settings.resolve({**from_file, **flags})
     except SettingsError as error:
         parser.error(str(error))
     configure_logging(settings.log_level)
@@ -194,22 +246,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(host_instructions(namespace.target, settings, namespace.shell), file=sys.stderr)
         print(host_snippet(namespace.target, settings, namespace.name, namespace.shell))
         return 0
-    try:
-        db = open_database(
-            settings.dsn,
-            timeout_s=settings.timeout,
-            max_rows=settings.max_rows,
-            connect_timeout_s=settings.connect_timeout,
-            pool_size=settings.pool_size,
-        )
-    except DatabaseToolError as error:
-        print(f"sqlscout: {error}", file=sys.stderr)
-        return 1
+    if config is not None and config.sources:
+        sources = SourceSet(list(config.sources), server_limits(settings))
+    else:
+        try:
+            # A lone database is opened now: a server with nothing it can serve should not start.
+            db = open_database(
+                settings.dsn,
+                timeout_s=settings.timeout,
+                max_rows=settings.max_rows,
+                connect_timeout_s=settings.connect_timeout,
+                pool_size=settings.pool_size,
+            )
+        except DatabaseToolError as error:
+            print(f"sqlscout: {error}", file=sys.stderr)
+            return 1
+        sources = SourceSet.serving(db, server_limits(settings))
     try:
         if command == "ask":
+            try:
+                db = sources.get(namespace.source).database()
+            except DatabaseToolError as error:
+                print(f"sqlscout: {error}", file=sys.stderr)
+                return 1
             return ask(settings, db, namespace.question, namespace.evidence, namespace.json)
-        return serve(settings, db)
+        return serve(settings, sources, config)
     except KeyboardInterrupt:
         return 130
     finally:
-        db.close()
+        sources.close()

@@ -27,8 +27,8 @@ else:  # pragma: no cover - Python 3.10
 
 SOURCE_NAME = re.compile(r"[a-z0-9_-]+")
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-# [server] takes every setting but the database itself, which [sources] names.
-SERVER_OPTIONS = {option.field: option for option in OPTIONS if option.field != "dsn"}
+# [server] takes every setting but the database, which [sources] names, and the file itself.
+SERVER_OPTIONS = {option.field: option for option in OPTIONS if option.field not in ("dsn", "config")}
 
 
 class ConfigFileError(ValueError):

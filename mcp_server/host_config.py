@@ -54,6 +54,8 @@ def stdio_launch(settings: Settings) -> tuple[str, list[str], dict[str, str]]:
         values["dsn"] = absolute_dsn(settings.dsn)
     if settings.model:
         values["model"] = str(Path(settings.model).resolve())
+    if settings.config:
+        values["config"] = str(Path(settings.config).resolve())
     args = ["-m", "mcp_server"]
     env: dict[str, str] = {}
     for option in OPTIONS:

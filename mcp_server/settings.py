@@ -59,6 +59,12 @@ OPTIONS: tuple[Option, ...] = (
         metavar="DSN",
     ),
     Option(
+        "config",
+        "TOML file of named sources ([sources.NAME]: dsn, password from ${VAR} or password_file, ssh tunnel, "
+        "limits) and of any setting under [server]; flags and variables win over it (docs/configuration.md)",
+        metavar="FILE",
+    ),
+    Option(
         "model",
         "directory of the text-to-SQL model (safetensors, tokenizer, config); with --endpoint it only lends "
         "its tokenizer, chat template and prompts",
@@ -190,6 +196,7 @@ class Settings:
     """Everything the server and the `ask` command need; validated on construction."""
 
     dsn: str | None = None
+    config: str | None = None
     model: str | None = None
     endpoint: str | None = None
     endpoint_model: str | None = None
@@ -220,8 +227,9 @@ class Settings:
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
-        if self.model:  # `~` reaches us unexpanded from host configs and quoted variables
-            object.__setattr__(self, "model", str(Path(self.model).expanduser()))
+        for name in ("model", "config"):  # `~` reaches us unexpanded from host configs and quoted variables
+            if getattr(self, name):
+                object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser()))
         if self.transport not in TRANSPORTS:
             raise SettingsError(f"--transport must be one of {', '.join(TRANSPORTS)}, not {self.transport!r}")
         if self.model and Path(self.model).is_file():

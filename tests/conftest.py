@@ -64,3 +64,25 @@ def mariadb_server_dsn():
         yield server.start()
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def sshd():
+    """A throwaway OpenSSH server on loopback (Debian's openssh-server); tests may kill and start it again.
+
+    A server that cannot start fails the tests that need it: SSH tests are never skipped.
+    """
+    from dbtools.throwaway_sshd import SshServer
+
+    server = SshServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def running_sshd(sshd):
+    """The session's sshd, started again if an earlier test left it down."""
+    if not sshd.running:
+        sshd.start()
+    return sshd

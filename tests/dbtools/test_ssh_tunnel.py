@@ -16,22 +16,6 @@ from tests.dbtools.fixture_schema import mysql_connection
 LIMITS = ServerLimits(timeout=10.0, max_rows=1000, pool_size=4, connect_timeout=5)
 
 
-@pytest.fixture(scope="module")
-def sshd():
-    server = SshServer()
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def running_sshd(sshd):
-    """The module's sshd, started again if a test left it down."""
-    if sshd._process is None:
-        sshd.start()
-    return sshd
-
-
 def bastion(server: SshServer, **changes) -> SshSettings:
     settings = SshSettings(
         host="127.0.0.1",
