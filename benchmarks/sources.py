@@ -1,0 +1,167 @@
+"""What serving many sources costs: start-up time and resident memory of `python -m mcp_server --config` with 1
+and with 20 SQLite sources, and a tool call's latency on PostgreSQL through an SSH tunnel against the same
+call direct.
+
+Starts throwaway PostgreSQL and OpenSSH servers on loopback (Debian's packages, as the tests do) and the
+server over streamable HTTP as a subprocess; a real MCP client times the calls. The peer of each row is
+measured in the same run: one source for the 20, the direct connection for the tunnel.
+Usage: `python -m benchmarks.sources [--calls N]`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import configargparse
+from mcp import Client
+
+from dbtools.demo import default_demo_path
+from dbtools.throwaway_postgres import PostgresServer
+from dbtools.throwaway_sshd import SshServer
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+QUERY = {"sql": "SELECT count(*) FROM pg_class"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+class Served:
+    """The server on `config` over HTTP; `started_s` is the time from spawn to a first answered call."""
+
+    def __init__(self, config: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        started = time.perf_counter()
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mcp_server",
+                "--transport",
+                "http",
+                "--port",
+                str(self.port),
+                "--config",
+                str(config),
+            ],
+            cwd=PROJECT_ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        while socket.socket().connect_ex(("127.0.0.1", self.port)) != 0:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited with {self.process.returncode}")
+            time.sleep(0.01)
+        self.listening_s = time.perf_counter() - started
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=20)
+
+
+def sqlite_config(folder: Path, count: int) -> Path:
+    demo = default_demo_path()
+    lines = []
+    for index in range(count):
+        copy = folder / f"shop{index}.sqlite"
+        shutil.copy(demo, copy)
+        lines.append(f'[sources.shop{index}]\ndsn = "{copy}"\n')
+    config = folder / f"sources-{count}.toml"
+    config.write_text("\n".join(lines))
+    return config
+
+
+async def startup_row(folder: Path, count: int) -> dict:
+    """Start-up time, memory before any call, and after list_sources opened every source."""
+    server = Served(sqlite_config(folder, count))
+    try:
+        idle = rss_mib(server.process.pid)
+        async with Client(server.url) as client:
+            listed = await client.call_tool("list_sources", {})
+        assert not listed.is_error, listed.content[0].text
+        opened = rss_mib(server.process.pid)
+        return {"sources": count, "listening_s": server.listening_s, "idle_mib": idle, "opened_mib": opened}
+    finally:
+        server.stop()
+
+
+async def call_latency_ms(config: Path, calls: int) -> float:
+    server = Served(config)
+    try:
+        async with Client(server.url) as client:
+            for _ in range(3):
+                await client.call_tool("run_query", QUERY)
+            samples = []
+            for _ in range(calls):
+                begun = time.perf_counter()
+                result = await client.call_tool("run_query", QUERY)
+                samples.append(time.perf_counter() - begun)
+                assert not result.is_error, result.content[0].text
+        return statistics.median(samples) * 1000
+    finally:
+        server.stop()
+
+
+async def main(calls: int) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="sqlscout-sources-bench-"))
+    postgres, sshd = PostgresServer(), SshServer()
+    try:
+        rows = [await startup_row(folder, count) for count in (1, 20)]
+        one, twenty = rows
+        print("| sources | listening after | RSS before a call | RSS with every source open |")
+        print("|--:|--:|--:|--:|")
+        for row in rows:
+            print(
+                f"| {row['sources']} | {row['listening_s']:.2f} s | {row['idle_mib']:.0f} MiB | {row['opened_mib']:.0f} MiB |"
+            )
+        print(
+            f"20 against 1 source: start-up {twenty['listening_s'] / one['listening_s']:.2f}x, memory with every "
+            f"source open +{twenty['opened_mib'] - one['opened_mib']:.0f} MiB "
+            f"({(twenty['opened_mib'] - one['opened_mib']) / 19:.1f} MiB a source)"
+        )
+        dsn = postgres.start()
+        sshd.start()
+        direct = folder / "direct.toml"
+        direct.write_text(f'[sources.sales]\ndsn = "{dsn}"\n')
+        tunnelled = folder / "tunnelled.toml"
+        tunnelled.write_text(
+            f'[sources.sales]\ndsn = "{dsn}"\nssh = {{ host = "127.0.0.1", port = {sshd.port}, '
+            f'user = "{sshd.user}", key_file = "{sshd.client_key}", known_hosts = "{sshd.known_hosts}" }}\n'
+        )
+        direct_ms = await call_latency_ms(direct, calls)
+        tunnel_ms = await call_latency_ms(tunnelled, calls)
+        print(
+            f"run_query on PostgreSQL, median of {calls}: direct {direct_ms:.2f} ms, through the SSH tunnel "
+            f"{tunnel_ms:.2f} ms ({tunnel_ms / direct_ms:.2f}x)"
+        )
+    finally:
+        sshd.stop()
+        postgres.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    parser = configargparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--calls", type=int, default=50, env_var="SQLSCOUT_BENCH_CALLS", help="timed calls a row"
+    )
+    anyio.run(main, parser.parse_args().calls)
