@@ -19,6 +19,7 @@ from dbtools.errors import DatabaseToolError
 from dbtools.plural import counted
 from dbtools.sources import SourceSet
 from mcp_server.agent.errors import ModelError, PolicyConfigError
+from mcp_server.audit_log import AuditLog, AuditLogError
 from mcp_server.config_file import ConfigFileError, ServerConfig, load_config
 from mcp_server.config_reload import ConfigWatcher
 from mcp_server.host_config import HOSTS, host_instructions, host_snippet
@@ -128,9 +129,14 @@ def serve(settings: Settings, sources: SourceSet, config: ServerConfig | None) -
     except ListenError as error:
         print(f"sqlscout: {error}", file=sys.stderr)
         return 1
+    try:
+        audit = AuditLog(settings.audit_log, settings.audit_log_max_mb) if settings.audit_log else None
+    except AuditLogError as error:
+        print(f"sqlscout: {error}", file=sys.stderr)
+        return 1
     runner = ModelRunner(settings)
     sources.on_close = runner.forget
-    server = build_server(settings, sources, runner, named=config is not None)
+    server = build_server(settings, sources, runner, named=config is not None, audit=audit)
     runner.preload_in_background()
     if not runner.configured:
         log.info("no model configured: ask_database will explain how to set one; the database tools work")
@@ -148,6 +154,8 @@ def serve(settings: Settings, sources: SourceSet, config: ServerConfig | None) -
     finally:
         if watcher is not None:
             watcher.stop()
+        if audit is not None:
+            audit.close()
     if not runner.stop(QUESTION_STOP_GRACE_S):
         log.warning(
             "a question was still running %g s after serving ended; exiting without it", QUESTION_STOP_GRACE_S

@@ -16,6 +16,7 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcp_server.call_audit import IDENTITY_STATE_KEY, TOKEN_IDENTITY
 from mcp_server.settings import Settings, is_loopback
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,8 @@ class HttpGuard:
                 )
                 await response(scope, receive, send)
                 return
+            # The tools read who called from the scope's state (the audit log records it).
+            scope.setdefault("state", {})[IDENTITY_STATE_KEY] = TOKEN_IDENTITY
         await self.app(scope, receive, send)
 
 

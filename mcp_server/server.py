@@ -40,6 +40,8 @@ from dbtools.value_search import ValueIndex
 from mcp_server.agent import RoundEvent
 from mcp_server.agent.errors import AgentCancelled, ModelError, PolicyConfigError
 from mcp_server.agent.policies import MODEL_SETUP_HINT
+from mcp_server.audit_log import AuditLog
+from mcp_server.call_audit import audited, current_call
 from mcp_server.client_presence import ClientLeft, run_while_client_waits
 from mcp_server.model_runner import ModelLoadError, ModelRunner, QuestionCancelledError
 from mcp_server.server_models import (
@@ -151,10 +153,19 @@ class ScoutServer(MCPServer):
     """The SDK's server, with argument errors reworded for the client and a compact tool list that publishes
     each tool's result type as its output schema."""
 
-    def __init__(self, *args: Any, result_types: dict[str, type[BaseModel]], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        result_types: dict[str, type[BaseModel]],
+        sources: SourceSet,
+        audit: AuditLog | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._result_types = result_types
         self._tool_list: list[MCPTool] | None = None
+        self._sources = sources
+        self._audit = audit
 
     async def list_tools(self) -> list[MCPTool]:
         if self._tool_list is None:
@@ -173,6 +184,14 @@ class ScoutServer(MCPServer):
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        names = self._sources.names
+        source = arguments.get("source") or (names[0] if len(names) == 1 else None)
+        call = partial(self._call_tool, name, arguments, context)
+        return await audited(self._audit, name, dict(arguments), context, source, call)
+
+    async def _call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None
     ) -> CallToolResult | InputRequiredResult:
         try:
             return await super().call_tool(name, arguments, context)
@@ -512,7 +531,11 @@ class ScoutTools:
             raise ToolError(f"ask_database was cancelled: {error}") from error
         except DatabaseToolError as error:
             raise ToolError(fence("ask_database failed:", str(error))) from error
-        result = ask_answer(answer.to_dict())
+        answer_data = answer.to_dict()
+        record = current_call.get()
+        if record is not None:
+            record.queries = agent_queries(answer_data)
+        result = ask_answer(answer_data)
         more = ", more rows exist" if result.truncated else ""
         summary = f"ask_database answer ({result.ending}): {counted(result.row_count, 'row')}{more}."
         body = "\n\n".join(
@@ -561,6 +584,19 @@ class ScoutTools:
         return "\n".join(lines)
 
 
+def agent_queries(answer: dict) -> list[str]:
+    """The SQL of every query the agent's episodes ran (run and explained), in order, the answer's last."""
+    queries = [
+        call["args"]["sql"]
+        for record in answer["trace"]["rounds"]
+        for call in record["calls"]
+        if isinstance(call.get("args"), dict) and isinstance(call["args"].get("sql"), str)
+    ]
+    if answer.get("sql") and (not queries or queries[-1] != answer["sql"]):
+        queries.append(answer["sql"])
+    return queries
+
+
 def ask_answer(answer: dict) -> AskAnswer:
     """The agent's answer as the tool's result type, with one trace line per tool call."""
     trace = [
@@ -578,10 +614,11 @@ def build_server(
     served: Database | SourceSet,
     runner: ModelRunner | None = None,
     named: bool | None = None,
+    audit: AuditLog | None = None,
 ) -> MCPServer:
     """The MCP server for `settings` on one open database or a set of sources; `runner` (default: one for the
     settings' model) answers questions. Tools take a `source` argument, and list_sources is published, when the
-    sources are `named` (default: when there are several)."""
+    sources are `named` (default: when there are several). Every call is written to `audit` if given."""
     sources = served if isinstance(served, SourceSet) else SourceSet.serving(served, server_limits(settings))
     named = len(sources) > 1 if named is None else named
     runner = runner or ModelRunner(settings)
@@ -591,6 +628,8 @@ def build_server(
         SERVER_NAME,
         instructions=server_instructions(sources, named, runner.configured),
         result_types=result_types,
+        sources=sources,
+        audit=audit,
         version=package_version(),
         log_level=settings.log_level,
     )

@@ -12,6 +12,7 @@ from typing import Any
 from mcp_server.agent.episode import EpisodeLimits
 from mcp_server.agent.policies import MAX_BATCH_ROWS
 from mcp_server.agent.policies.endpoint import ENDPOINT_RETRIES, ENDPOINT_TIMEOUT_S
+from mcp_server.audit_log import KEPT_FILES as KEPT_AUDIT_FILES
 from model.errors import DOWNLOAD_HINT, missing_local_engine, no_config_message
 
 ENV_PREFIX = "SQLSCOUT_"
@@ -21,6 +22,7 @@ DTYPES = ("bfloat16", "float32")
 QUANTIZATIONS = ("int8", "int4")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOOPBACK_NAMES = ("localhost",)
+AUDIT_LOG_MAX_MB = 100.0
 # An endpoint batches many requests; a few questions at once keep one team's assistants from queueing.
 MAX_CONCURRENT_QUESTIONS = 8
 
@@ -178,6 +180,19 @@ OPTIONS: tuple[Option, ...] = (
         metavar="N",
     ),
     Option("log_level", "stderr log level (default INFO)", parse=str.upper, choices=LOG_LEVELS),
+    Option(
+        "audit_log",
+        "file to append one JSON line to per tool call: time, identity, source, tool, arguments, outcome, rows, "
+        "duration (never a result row or a secret); a call whose line cannot be written is not answered",
+        metavar="PATH",
+    ),
+    Option(
+        "audit_log_max_mb",
+        f"size at which the audit log is rotated, {KEPT_AUDIT_FILES} older files kept (default "
+        f"{AUDIT_LOG_MAX_MB:g})",
+        parse=float,
+        metavar="MB",
+    ),
 )
 
 
@@ -225,9 +240,15 @@ class Settings:
     max_concurrent_questions: int = MAX_CONCURRENT_QUESTIONS
     max_batch_rows: int = MAX_BATCH_ROWS
     log_level: str = "INFO"
+    audit_log: str | None = None
+    audit_log_max_mb: float = AUDIT_LOG_MAX_MB
 
     def __post_init__(self) -> None:
-        for name in ("model", "config"):  # `~` reaches us unexpanded from host configs and quoted variables
+        for name in (
+            "model",
+            "config",
+            "audit_log",
+        ):  # `~` reaches us unexpanded from host configs and quoted variables
             if getattr(self, name):
                 object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser()))
         if self.transport not in TRANSPORTS:
@@ -295,6 +316,8 @@ class Settings:
             )
         if self.threads is not None and self.threads < 1:
             raise SettingsError(f"--threads must be at least 1, not {self.threads}")
+        if not math.isfinite(self.audit_log_max_mb) or self.audit_log_max_mb <= 0:
+            raise SettingsError(f"--audit-log-max-mb must be a positive size, not {self.audit_log_max_mb:g}")
         if self.log_level not in LOG_LEVELS:
             raise SettingsError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
         if self.transport == "http" and not is_loopback(self.host) and not self.token:
