@@ -188,9 +188,10 @@ class SourceSet:
     def __len__(self) -> int:
         return len(self._sources)
 
-    def get(self, name: str | None) -> Source:
-        """The source `name` names; None is the only source when there is one. Errors list the sources."""
-        sources = self._sources
+    def get(self, name: str | None, visible: Callable[[str], bool] | None = None) -> Source:
+        """The source `name` names; None is the only source when there is one. Errors list the sources. Sources
+        that are not `visible` to the caller do not exist for it: not listed, not suggested, not found."""
+        sources = {n: s for n, s in self._sources.items() if visible is None or visible(n)}
         if name is None:
             if len(sources) == 1:
                 return next(iter(sources.values()))
@@ -199,7 +200,7 @@ class SourceSet:
             )
         if name in sources:
             return sources[name]
-        if name in self._removed:
+        if name in self._removed and name not in self._sources:
             raise UnknownSourceError(
                 f"source {name!r} no longer exists: it was removed from the configuration"
             )

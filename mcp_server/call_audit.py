@@ -9,7 +9,6 @@ from contextvars import ContextVar
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult
 
@@ -17,28 +16,12 @@ from mcp_server.audit_log import AuditLog, AuditLogError, AuditRecord
 
 log = logging.getLogger(__name__)
 
-# Over stdio (and over HTTP without a token, loopback only) the caller is whoever runs on this machine.
-LOCAL_IDENTITY = "local"
-# Whoever holds --token.
-TOKEN_IDENTITY = "default"
-# Where the HTTP guard leaves the identity a request's token proved, in the ASGI scope's state.
-IDENTITY_STATE_KEY = "sqlscout_identity"
 # The record of the call being answered, for a tool that adds to it (ask_database: the agent's queries).
 current_call: ContextVar[AuditRecord | None] = ContextVar("current_call", default=None)
 # The first line of a refused statement's error (server.ERROR_SUMMARIES) and of a cancelled question's.
 REFUSED_PREFIX = "Refused by the read-only policy:"
 CANCELLED_PREFIXES = ("ask_database was cancelled", "ask_database stopped")
 SDK_ERROR_PREFIX = "Error executing tool "  # the SDK's words before a tool's own error text
-
-
-def identity_of(context: Context | None) -> str:
-    """The identity the request's transport established: the HTTP guard's, else the local user."""
-    try:
-        request = context.request_context.request if context is not None else None
-    except ValueError:  # no request context: a call from inside the process
-        request = None
-    scope = getattr(request, "scope", None) or {}
-    return scope.get("state", {}).get(IDENTITY_STATE_KEY, LOCAL_IDENTITY)
 
 
 def error_outcome(message: str) -> str:
@@ -56,14 +39,14 @@ async def audited(
     audit: AuditLog | None,
     tool: str,
     arguments: dict[str, Any],
-    context: Context | None,
+    identity: str,
     source: str | None,
     call: Callable[[], Awaitable[Any]],
 ) -> Any:
     """Run `call` and log it; an answer whose record cannot be written becomes an error saying so."""
     if audit is None:
         return await call()
-    record = AuditRecord(identity=identity_of(context), tool=tool, arguments=arguments, source=source)
+    record = AuditRecord(identity=identity, tool=tool, arguments=arguments, source=source)
     token = current_call.set(record)
     started = time.perf_counter()
     try:

@@ -20,10 +20,11 @@ from dbtools.plural import counted
 from dbtools.sources import SourceSet
 from mcp_server.agent.errors import ModelError, PolicyConfigError
 from mcp_server.audit_log import AuditLog, AuditLogError
-from mcp_server.config_file import ConfigFileError, ServerConfig, load_config
+from mcp_server.config_file import SOURCE_NAME, ConfigFileError, ServerConfig, load_config
 from mcp_server.config_reload import ConfigWatcher
 from mcp_server.host_config import HOSTS, host_instructions, host_snippet
 from mcp_server.http_transport import ListenError, listen_socket, serve_http
+from mcp_server.identities import Identities, new_token, token_digest
 from mcp_server.model_runner import ModelLoadError, ModelRunner
 from mcp_server.secret_redaction import SecretFilter, redact_in_logs
 from mcp_server.server import build_server
@@ -35,13 +36,14 @@ from mcp_server.terminal_table import format_table
 
 log = logging.getLogger("sqlscout")
 
-COMMANDS = ("ask", "config")
+COMMANDS = ("ask", "config", "token")
 # How long questions still running when serving ends get to stop (the local model checks for a cancel between
 # chunks of tokens) before the process ends without them.
 QUESTION_STOP_GRACE_S = 3.0
 SERVE_EPILOG = """other commands:
   sqlscout ask "QUESTION" [--evidence TEXT] [--json] [options]   answer one question in the terminal
-  sqlscout config {claude-desktop,vscode,claude-code} [options]   print a host configuration snippet"""
+  sqlscout config {claude-desktop,vscode,claude-code} [options]   print a host configuration snippet
+  sqlscout token NAME                                             make an identity's bearer token"""
 
 
 def add_settings_options(parser: configargparse.ArgumentParser) -> None:
@@ -80,6 +82,15 @@ def build_parser(command: str) -> configargparse.ArgumentParser:
             env_var="SQLSCOUT_SOURCE",
             help="the configured source to ask (with --config naming several)",
         )
+    elif command == "token":
+        parser = configargparse.ArgumentParser(
+            prog="sqlscout token",
+            description="Make a random bearer token for an identity and print it with the lines that declare the "
+            "identity in the configuration file (which keeps only the token's sha256).",
+            formatter_class=formatter,
+        )
+        parser.add_argument("name", help="the identity's name: lower-case letters, digits, _ and -")
+        return parser
     elif command == "config":
         parser = configargparse.ArgumentParser(
             prog="sqlscout config",
@@ -136,7 +147,10 @@ def serve(settings: Settings, sources: SourceSet, config: ServerConfig | None) -
         return 1
     runner = ModelRunner(settings)
     sources.on_close = runner.forget
-    server = build_server(settings, sources, runner, named=config is not None, audit=audit)
+    identities = Identities(config.identities if config is not None else (), token=settings.token)
+    server = build_server(
+        settings, sources, runner, named=config is not None, audit=audit, identities=identities
+    )
     runner.preload_in_background()
     if not runner.configured:
         log.info("no model configured: ask_database will explain how to set one; the database tools work")
@@ -148,7 +162,7 @@ def serve(settings: Settings, sources: SourceSet, config: ServerConfig | None) -
         watcher.start()
     try:
         if settings.transport == "http":
-            serve_http(server, settings, sock)
+            serve_http(server, settings, sock, identities)
         else:
             serve_stdio(server)
     finally:
@@ -162,6 +176,17 @@ def serve(settings: Settings, sources: SourceSet, config: ServerConfig | None) -
         )
         # Its worker thread would hold the process open; nothing needs unwinding, the database is only read.
         os._exit(0)
+    return 0
+
+
+def print_token(parser: configargparse.ArgumentParser, name: str) -> int:
+    if not SOURCE_NAME.fullmatch(name):
+        parser.error(f"identity name {name!r}: use lower-case letters, digits, '_' and '-'")
+    token = new_token()
+    print(f"give this token to {name} (it is shown once; the file keeps only its sha256):", file=sys.stderr)
+    print(token)
+    print(f'\n[identities.{name}]\ntoken_sha256 = "{token_digest(token)}"')
+    print('# sources = ["sales"]  # the sources it may use (without this line: every source)')
     return 0
 
 
@@ -219,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args.pop(0) if args and args[0] in COMMANDS else "serve"
     parser = build_parser(command)
     namespace = parser.parse_args(args)
+    if command == "token":
+        return print_token(parser, namespace.name)
     if command == "ask" and not namespace.question.strip():
         parser.error('the question is empty: ask it in plain language, e.g. "How many orders are there?"')
     flags = {name: value for name, value in vars(namespace).items() if value is not None}
@@ -238,6 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{config.path}: [server]: {error}")
     try:
         settings = Settings.resolve({**from_file, **flags})
+        settings.check_authentication(len(config.identities) if config is not None else 0)
     except SettingsError as error:
         parser.error(str(error))
     configure_logging(settings.log_level)

@@ -18,6 +18,7 @@ from dbtools.errors import ConnectionFailedError
 from dbtools.source_dsn import SERVER_ENGINES
 from dbtools.sources import SourceSpec
 from dbtools.ssh_tunnel import DEFAULT_KNOWN_HOSTS, DEFAULT_SSH_PORT, SshSettings, parse_jump
+from mcp_server.identities import IdentitySpec, token_digest
 from mcp_server.settings import OPTIONS, Option
 
 if sys.version_info >= (3, 11):
@@ -26,6 +27,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 SOURCE_NAME = re.compile(r"[a-z0-9_-]+")
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # [server] takes every setting but the database, which [sources] names, and the file itself.
 SERVER_OPTIONS = {option.field: option for option in OPTIONS if option.field not in ("dsn", "config")}
@@ -67,14 +69,23 @@ SOURCE_KEYS = {
 }
 
 
+IDENTITY_KEYS = {
+    "token_sha256": Key(str, "the sha256 of the token, 64 hex digits (python -m mcp_server token NAME)"),
+    "token": Key(str, 'the token itself, e.g. "${ANALYST_TOKEN}"'),
+    "sources": Key(list, "a list of source names"),
+}
+
+
 @dataclass(frozen=True)
 class ServerConfig:
-    """What the file says: [server] settings by field name, the sources, and every secret value it holds."""
+    """What the file says: [server] settings by field name, the sources, the identities and every secret value
+    it holds."""
 
     path: Path
     settings: dict[str, Any]
     sources: tuple[SourceSpec, ...]
     secrets: frozenset[str]
+    identities: tuple[IdentitySpec, ...] = ()
 
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> ServerConfig:
@@ -102,11 +113,41 @@ class _Reader:
             document = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
             raise ConfigFileError(f"{self.path}: not valid TOML: {error}") from None
-        self.check_keys(document, "", {"server": dict, "sources": dict})
+        self.check_keys(document, "", {"server": dict, "sources": dict, "identities": dict})
         settings = self.server_settings(document.get("server", {}))
         sources = document.get("sources", {})
         specs = tuple(self.source(name, table) for name, table in sources.items())
-        return ServerConfig(self.path, settings, specs, frozenset(self.secrets))
+        names = [spec.name for spec in specs]
+        identities = tuple(
+            self.identity(name, table, names) for name, table in document.get("identities", {}).items()
+        )
+        return ServerConfig(self.path, settings, specs, frozenset(self.secrets), identities)
+
+    def identity(self, name: str, table: Any, sources: list[str]) -> IdentitySpec:
+        prefix = f"identities.{name}"
+        if not SOURCE_NAME.fullmatch(name):
+            raise self.fail(prefix, "an identity's name is lower-case letters, digits, '_' and '-'")
+        if not isinstance(table, dict):
+            raise self.fail(prefix, f"expected a table ([{prefix}]), got {_shown(table)}")
+        values = self.checked(table, prefix, IDENTITY_KEYS, f"identity {name!r}", secret_keys=("token",))
+        if ("token" in values) == ("token_sha256" in values):
+            raise self.fail(prefix, "give token_sha256 (or token), exactly one of them")
+        digest = values.get("token_sha256")
+        if digest is None:
+            digest = token_digest(values["token"])
+        elif not SHA256_HEX.fullmatch(digest.lower()):
+            raise self.fail(f"{prefix}.token_sha256", "expected 64 hex digits, the sha256 of the token")
+        allowed = values.get("sources")
+        if allowed is not None:
+            for index, source in enumerate(allowed):
+                if not isinstance(source, str):
+                    raise self.fail(
+                        f"{prefix}.sources[{index}]", f"expected a source name, got {_shown(source)}"
+                    )
+                if source not in sources:
+                    known = ", ".join(sources) or "none"
+                    raise self.fail(f"{prefix}.sources[{index}]", f"no source {source!r}; sources: {known}")
+        return IdentitySpec(name, digest.lower(), tuple(allowed) if allowed is not None else None)
 
     def check_keys(self, table: dict, prefix: str, allowed: Mapping[str, object]) -> None:
         for key in table:
@@ -152,7 +193,7 @@ class _Reader:
             raise self.fail(prefix, "a source's name is lower-case letters, digits, '_' and '-'")
         if not isinstance(table, dict):
             raise self.fail(prefix, f"expected a table ([{prefix}]), got {_shown(table)}")
-        values = self.checked(table, prefix, SOURCE_KEYS, name)
+        values = self.checked(table, prefix, SOURCE_KEYS, f"source {name!r}")
         try:
             engine = parse_dsn(values["dsn"]).engine
         except ConnectionFailedError as error:
@@ -184,7 +225,14 @@ class _Reader:
             ssh=self.ssh(ssh, f"{prefix}.ssh", name) if ssh is not None else None,
         )
 
-    def checked(self, table: dict, prefix: str, keys: Mapping[str, Key], source: str) -> dict[str, Any]:
+    def checked(
+        self,
+        table: dict,
+        prefix: str,
+        keys: Mapping[str, Key],
+        owner: str,
+        secret_keys: tuple[str, ...] = ("password",),
+    ) -> dict[str, Any]:
         """`table`'s values, types and bounds checked and ${VAR}s replaced."""
         self.check_keys(table, f"{prefix}.", {k: (dict if v.kind is dict else Key) for k, v in keys.items()})
         values: dict[str, Any] = {}
@@ -200,7 +248,7 @@ class _Reader:
             if isinstance(value, float) and not math.isfinite(value):
                 raise self.fail(path, f"expected {spec.expected}, got {_shown(value)}")
             if isinstance(value, str):
-                value = self.interpolate(value, path, f"source {source!r}", secret=key == "password")
+                value = self.interpolate(value, path, owner, secret=key in secret_keys)
             if spec.minimum is not None and not value >= spec.minimum:
                 raise self.fail(path, f"expected {spec.expected}, got {_shown(value)}")
             if spec.maximum is not None and value > spec.maximum:
@@ -223,7 +271,7 @@ class _Reader:
         return result
 
     def ssh(self, table: dict, prefix: str, source: str) -> SshSettings:
-        values = self.checked(table, prefix, SSH_KEYS, source)
+        values = self.checked(table, prefix, SSH_KEYS, f"source {source!r}")
         if "jump" in values:
             try:
                 parse_jump(values["jump"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import hmac
 import logging
 import os
 import socket
@@ -16,7 +15,7 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_server.call_audit import IDENTITY_STATE_KEY, TOKEN_IDENTITY
+from mcp_server.identities import IDENTITY_STATE_KEY, Identities
 from mcp_server.settings import Settings, is_loopback
 
 log = logging.getLogger(__name__)
@@ -36,9 +35,9 @@ def origin_allowed(origin: str | None, extra_origins: tuple[str, ...]) -> bool:
 class HttpGuard:
     """ASGI middleware in front of the MCP endpoint: Origin check first, then the bearer token."""
 
-    def __init__(self, app: ASGIApp, *, token: str | None, extra_origins: tuple[str, ...] = ()) -> None:
+    def __init__(self, app: ASGIApp, *, identities: Identities, extra_origins: tuple[str, ...] = ()) -> None:
         self.app = app
-        self.expected = token.encode() if token else None
+        self.identities = identities
         self.extra_origins = extra_origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -51,10 +50,10 @@ class HttpGuard:
             log.warning("refused a request from origin %r", origin)
             await PlainTextResponse("Forbidden origin", status_code=403)(scope, receive, send)
             return
-        if self.expected is not None:
+        if self.identities.required:
             scheme, _, given = headers.get("authorization", "").partition(" ")
-            # compare_digest: the time taken must not reveal how much of the token matched
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.expected):
+            identity = self.identities.match(given.strip()) if scheme.lower() == "bearer" else None
+            if identity is None:
                 log.warning("refused a request without a valid bearer token")
                 response = PlainTextResponse(
                     "Missing or invalid bearer token", status_code=401, headers={"WWW-Authenticate": "Bearer"}
@@ -62,7 +61,7 @@ class HttpGuard:
                 await response(scope, receive, send)
                 return
             # The tools read who called from the scope's state (the audit log records it).
-            scope.setdefault("state", {})[IDENTITY_STATE_KEY] = TOKEN_IDENTITY
+            scope.setdefault("state", {})[IDENTITY_STATE_KEY] = identity
         await self.app(scope, receive, send)
 
 
@@ -81,12 +80,14 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     )
 
 
-def http_app(server: MCPServer, settings: Settings) -> ASGIApp:
-    """The MCP endpoint at /mcp, wrapped in the Origin and bearer-token guard."""
+def http_app(server: MCPServer, settings: Settings, identities: Identities | None = None) -> ASGIApp:
+    """The MCP endpoint at /mcp, wrapped in the Origin and bearer-token guard; `identities` (default: the one
+    --token proves, if set) are the tokens accepted."""
     app = server.streamable_http_app(
         streamable_http_path="/mcp", host=settings.host, transport_security=transport_security(settings)
     )
-    return HttpGuard(app, token=settings.token, extra_origins=settings.origins)
+    identities = identities or Identities(token=settings.token)
+    return HttpGuard(app, identities=identities, extra_origins=settings.origins)
 
 
 class ListenError(Exception):
@@ -132,16 +133,18 @@ def listen_socket(settings: Settings) -> socket.socket:
         ) from None
 
 
-def serve_http(server: MCPServer, settings: Settings, sock: socket.socket) -> None:
+def serve_http(
+    server: MCPServer, settings: Settings, sock: socket.socket, identities: Identities | None = None
+) -> None:
     """Serve on `sock` (from listen_socket) until interrupted; uvicorn logs through the root logger, to stderr."""
     log.info(
         "listening on http://%s:%d/mcp (%s)",
         settings.host,
         settings.port,
-        "bearer token required" if settings.token else "no token: loopback clients only",
+        "bearer token required" if settings.token or identities else "no token: loopback clients only",
     )
     config = uvicorn.Config(
-        http_app(server, settings),
+        http_app(server, settings, identities),
         host=settings.host,
         port=settings.port,
         log_config=None,

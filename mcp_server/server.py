@@ -43,6 +43,7 @@ from mcp_server.agent.policies import MODEL_SETUP_HINT
 from mcp_server.audit_log import AuditLog
 from mcp_server.call_audit import audited, current_call
 from mcp_server.client_presence import ClientLeft, run_while_client_waits
+from mcp_server.identities import Identities, current_identity, identity_of
 from mcp_server.model_runner import ModelLoadError, ModelRunner, QuestionCancelledError
 from mcp_server.server_models import (
     AskAnswer,
@@ -187,8 +188,20 @@ class ScoutServer(MCPServer):
     ) -> CallToolResult | InputRequiredResult:
         names = self._sources.names
         source = arguments.get("source") or (names[0] if len(names) == 1 else None)
-        call = partial(self._call_tool, name, arguments, context)
-        return await audited(self._audit, name, dict(arguments), context, source, call)
+        identity = identity_of(context)
+        token = current_identity.set(identity)
+        try:
+            call = partial(self._call_tool, name, arguments, context)
+            return await audited(self._audit, name, dict(arguments), identity, source, call)
+        finally:
+            current_identity.reset(token)
+
+    async def read_resource(self, uri: Any, context: Context | None = None) -> Any:
+        token = current_identity.set(identity_of(context))
+        try:
+            return await super().read_resource(uri, context)
+        finally:
+            current_identity.reset(token)
 
     async def _call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None
@@ -246,22 +259,29 @@ class SourceState:
 class ScoutTools:
     """The tool implementations, over the served sources and one model runner."""
 
-    def __init__(self, settings: Settings, sources: SourceSet, runner: ModelRunner) -> None:
+    def __init__(
+        self, settings: Settings, sources: SourceSet, runner: ModelRunner, identities: Identities
+    ) -> None:
         self.settings = settings
         self.sources = sources
         self.runner = runner
+        self.identities = identities
         self._states: dict[str, SourceState] = {}
         self._states_lock = threading.Lock()
 
     def _state(self, name: str | None) -> SourceState:
         """The named source's state (the only source's for None), new when the source was reopened."""
         with database_errors():
-            source = self.sources.get(name)
+            source = self.sources.get(name, visible=self._visible)
         with self._states_lock:
             state = self._states.get(source.name)
             if state is None or state.source is not source:
                 state = self._states[source.name] = SourceState(source)
             return state
+
+    def _visible(self, source: str) -> bool:
+        """Whether the calling identity may use `source`."""
+        return self.identities.allows(current_identity.get(), source)
 
     @contextmanager
     def _database(self, state: SourceState) -> Iterator[Database]:
@@ -294,7 +314,8 @@ class ScoutTools:
 
     def list_sources(self) -> CallToolResult:
         """The databases served: name, engine, description, table count and whether each is reachable now."""
-        result = SourceList(sources=source_summaries(self.sources))
+        visible = [source for source in self.sources if self._visible(source.name)]
+        result = SourceList(sources=source_summaries(visible))
         lines = [
             f"{s.name} ({s.engine}"
             + (f", {counted(s.table_count, 'table')})" if s.reachable else f", unreachable: {s.error})")
@@ -559,6 +580,8 @@ class ScoutTools:
         the sources are `named`. The only source's failure fails the overview; one of several is noted in it."""
         sections = []
         for source in self.sources:
+            if not self._visible(source.name):
+                continue
             try:
                 sections.append(self._overview(source.name, named))
             except ToolError as error:
@@ -615,18 +638,21 @@ def build_server(
     runner: ModelRunner | None = None,
     named: bool | None = None,
     audit: AuditLog | None = None,
+    identities: Identities | None = None,
 ) -> MCPServer:
     """The MCP server for `settings` on one open database or a set of sources; `runner` (default: one for the
     settings' model) answers questions. Tools take a `source` argument, and list_sources is published, when the
-    sources are `named` (default: when there are several). Every call is written to `audit` if given."""
+    sources are `named` (default: when there are several). Every call is written to `audit` if given;
+    `identities` (default: --token's, if set) decide which sources each caller may use."""
     sources = served if isinstance(served, SourceSet) else SourceSet.serving(served, server_limits(settings))
     named = len(sources) > 1 if named is None else named
     runner = runner or ModelRunner(settings)
-    tools = ScoutTools(settings, sources, runner)
+    identities = identities or Identities(token=settings.token)
+    tools = ScoutTools(settings, sources, runner, identities)
     result_types: dict[str, type[BaseModel]] = {}
     server = ScoutServer(
         SERVER_NAME,
-        instructions=server_instructions(sources, named, runner.configured),
+        instructions=server_instructions(sources, named, runner.configured, identities.restricted),
         result_types=result_types,
         sources=sources,
         audit=audit,

@@ -320,10 +320,15 @@ class Settings:
             raise SettingsError(f"--audit-log-max-mb must be a positive size, not {self.audit_log_max_mb:g}")
         if self.log_level not in LOG_LEVELS:
             raise SettingsError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
-        if self.transport == "http" and not is_loopback(self.host) and not self.token:
+
+    def check_authentication(self, identities: int = 0) -> None:
+        """Refuse to serve HTTP beyond this machine unless every client must show a token (--token, or one of
+        the configuration file's `identities`)."""
+        if self.transport == "http" and not is_loopback(self.host) and not (self.token or identities):
             raise SettingsError(
                 f"--host {self.host} exposes the database beyond this machine: set --token TOKEN "
-                "(SQLSCOUT_TOKEN) so that clients must authenticate, or bind to 127.0.0.1"
+                "(SQLSCOUT_TOKEN) or identities in the configuration file so that clients must authenticate, "
+                "or bind to 127.0.0.1"
             )
 
     def _check_local_model(self) -> None:

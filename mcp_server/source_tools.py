@@ -21,6 +21,10 @@ SOURCES_INSTRUCTION = (
     "Read-only access to {count} SQL databases: nothing can write to them. Give every tool the source to use: "
     "{names}. list_sources describes them. "
 )
+RESTRICTED_INSTRUCTION = (
+    "Read-only access to SQL databases: nothing can write to them. list_sources names the ones you may use; "
+    "give every tool the source to use. "
+)
 ONE_SOURCE_INSTRUCTION = (
     "Read-only access to one SQL database ({name}, {dialect} dialect): nothing can write to it. "
 )
@@ -63,9 +67,12 @@ def without_source(tool):
     return published
 
 
-def server_instructions(sources: SourceSet, named: bool, can_ask: bool) -> str:
+def server_instructions(sources: SourceSet, named: bool, can_ask: bool, restricted: bool = False) -> str:
+    """The server's instructions; when callers see different sources (`restricted`), none is named here."""
     ask = ASK_INSTRUCTION if can_ask else ""
-    if named:
+    if named and restricted:
+        opening = RESTRICTED_INSTRUCTION
+    elif named:
         names = ", ".join(
             f"{source.name} ({source.spec.engine}{': ' + source.spec.description if source.spec.description else ''})"
             for source in sources

@@ -135,6 +135,20 @@ def test_a_team_configuration_reads_whole(tmp_path):
         ),
         ('[server]\ncompile = "yes"\n', "server.compile: expected true or false, got a string ('yes')"),
         ("[servers]\nport = 1\n", "servers: unknown key; did you mean 'server'?"),
+        (
+            '[sources.a]\ndsn = "a.sqlite"\n[identities.x]\ntoken_sha256 = "abc"\n',
+            "identities.x.token_sha256: expected 64 hex digits",
+        ),
+        (
+            '[identities.x]\ntoken = "t"\ntoken_sha256 = "' + "0" * 64 + '"\n',
+            "identities.x: give token_sha256",
+        ),
+        ("[identities.x]\nsources = []\n", "identities.x: give token_sha256 (or token), exactly one"),
+        (
+            '[sources.a]\ndsn = "a.sqlite"\n[identities.x]\ntoken = "t"\nsources = ["b"]\n',
+            "identities.x.sources[0]: no source 'b'; sources: a",
+        ),
+        ('[identities.x]\ntoken = "${NO_SUCH_TOKEN}"\n', "needed by identity 'x'"),
         ("sources = 3\n", "sources: expected a table ([sources]), got an integer (3)"),
         ("[sources\n", "not valid TOML"),
     ],

@@ -111,9 +111,10 @@ def test_a_local_model_without_the_local_engine_says_how_to_install_it(tmp_path,
 
 def test_a_network_bind_needs_a_token():
     with pytest.raises(SettingsError, match="set --token TOKEN"):
-        Settings(transport="http", host="0.0.0.0")
-    assert Settings(transport="http", host="0.0.0.0", token="t").host == "0.0.0.0"
-    assert Settings(transport="http", host="localhost").token is None
+        Settings(transport="http", host="0.0.0.0").check_authentication()
+    Settings(transport="http", host="0.0.0.0", token="t").check_authentication()
+    Settings(transport="http", host="0.0.0.0").check_authentication(identities=2)
+    Settings(transport="http", host="localhost").check_authentication()
 
 
 @pytest.mark.parametrize(
