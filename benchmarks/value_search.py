@@ -25,7 +25,8 @@ from dbtools.demo import GENERATOR_VERSION, build_demo
 from dbtools.demo.postgres import load_postgres
 from dbtools.engines import Database, open_database
 from dbtools.throwaway_postgres import PostgresServer
-from dbtools.value_search import ValueIndex, fold, is_text_type
+from dbtools.value_search import ValueIndex
+from dbtools.value_search.store import fold, is_text_type
 
 log = logging.getLogger("benchmarks.value_search")
 

@@ -1,1 +1,2 @@
-"""Read-only access to SQLite and PostgreSQL databases: engines, the SQL safety policy and the agent's tools."""
+"""Read-only access to SQLite, PostgreSQL, MySQL/MariaDB and DuckDB databases: engines, the SQL safety policy
+and the agent's tools."""

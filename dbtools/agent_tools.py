@@ -6,7 +6,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dbtools.engines.base import Database, QueryResult, TableInfo, cell_text
+from dbtools.engines import Database, QueryResult, TableInfo
+from dbtools.engines.results import cell_text
 from dbtools.errors import DatabaseToolError, QueryTimeoutError, UnknownObjectError
 from dbtools.foreign_key_graph import ForeignKeyGraph
 from dbtools.safety import referenced_tables

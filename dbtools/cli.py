@@ -14,9 +14,10 @@ import configargparse
 
 from dbtools.agent_tools import AgentToolbox
 from dbtools.engines import Database, QueryResult, open_database
-from dbtools.engines.base import cell_text
+from dbtools.engines.results import cell_text
 from dbtools.errors import DatabaseToolError
 from dbtools.plural import counted
+from dbtools.query_limits import DEFAULT_QUERY_LIMITS
 from dbtools.schema_search import search_schema
 from dbtools.value_search import ValueIndex
 
@@ -73,26 +74,26 @@ def _common_options(suppress: bool) -> configargparse.ArgumentParser:
     setting(
         "--timeout",
         "SQLSCOUT_TIMEOUT",
-        10.0,
+        DEFAULT_QUERY_LIMITS.timeout_s,
         type=_positive(float),
         metavar="SECONDS",
-        help="statement timeout (default 10)",
+        help=f"statement timeout (default {DEFAULT_QUERY_LIMITS.timeout_s:g})",
     )
     setting(
         "--max-rows",
         "SQLSCOUT_MAX_ROWS",
-        1000,
+        DEFAULT_QUERY_LIMITS.max_rows,
         type=_positive(int),
         metavar="N",
-        help="row cap per query (default 1000)",
+        help=f"row cap per query (default {DEFAULT_QUERY_LIMITS.max_rows})",
     )
     setting(
         "--max-chars",
         "SQLSCOUT_MAX_CHARS",
-        100_000,
+        DEFAULT_QUERY_LIMITS.max_chars,
         type=_positive(int),
         metavar="N",
-        help="character cap per query result (default 100000)",
+        help=f"character cap per query result (default {DEFAULT_QUERY_LIMITS.max_chars})",
     )
     parser.add_argument(
         "--json",
@@ -119,7 +120,7 @@ def _common_options(suppress: bool) -> configargparse.ArgumentParser:
 def build_parser() -> configargparse.ArgumentParser:
     parser = configargparse.ArgumentParser(
         prog="python -m dbtools",
-        description="Read-only database tools over SQLite and PostgreSQL.",
+        description="Read-only database tools over SQLite, PostgreSQL, MySQL/MariaDB and DuckDB.",
         parents=[_common_options(suppress=False)],
     )
     tools = parser.add_subparsers(dest="tool", required=True, metavar="TOOL")

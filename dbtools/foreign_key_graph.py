@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dbtools.engines.base import ForeignKey, TableInfo
+from dbtools.engines import ForeignKey, TableInfo
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,17 @@
-"""When an engine rejects a query for a table or column it does not know, the catalog's closest names."""
+"""Table and column names as people write them: the case-insensitive lookup, and the catalog's closest names
+when one is unknown, whether to the catalog or to an engine that rejected a query."""
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from dbtools.engines.base import closest_names
 from dbtools.errors import UnknownObjectError
 
 if TYPE_CHECKING:
@@ -25,6 +27,33 @@ _UNKNOWN_COLUMN = re.compile(
     r"|Binder Error: Referenced column \"([^\"]+)\" not found"
     r"|Binder Error: Table \"[^\"]+\" does not have a column named \"([^\"]+)\")"
 )
+
+
+def lookup_name(by_name: dict, name: str) -> object | None:
+    """Exact match first, then the one case-insensitive match (None when there are several)."""
+    if name in by_name:
+        return by_name[name]
+    lowered = name.lower()
+    matches = [v for k, v in by_name.items() if k.lower() == lowered]
+    return matches[0] if len(matches) == 1 else None
+
+
+def closest_names(name: str, candidates: Sequence[str]) -> list[str]:
+    """Up to three of `candidates` that look like `name`, closest first; case is ignored."""
+    by_lower = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.5)
+    if not close:
+        # Names in big schemas are often prefixed or suffixed variants; substring hits are close too.
+        close = [c for c in by_lower if name.lower() in c or c in name.lower()][:3]
+    return [by_lower[c] for c in close]
+
+
+def closest_hint(name: str, candidates: Sequence[str], kind: str) -> str:
+    """A suffix naming the candidates close to `name` ("; closest: a, b"), else how many `kind` exist."""
+    close = closest_names(name, candidates)
+    if close:
+        return "; closest: " + ", ".join(close)
+    return f"; {len(candidates)} {kind} exist" if candidates else f"; no {kind} exist"
 
 
 def unknown_name_hint(db: Database, sql: str, message: str) -> str:

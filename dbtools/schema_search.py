@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from dbtools.engines.base import Database, TableInfo
+from dbtools.engines import Database, TableInfo
 
 ABBREVIATIONS = {
     "acct": "account",

@@ -6,7 +6,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from dbtools.engines.base import row_text
+from dbtools.engines.results import row_text
 
 
 def fence(summary: str, body: str) -> str:

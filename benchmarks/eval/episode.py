@@ -8,7 +8,7 @@ from typing import Any
 from benchmarks.eval.datasets import EvalQuestion
 from benchmarks.eval.gold import gold_literals, gold_tables, literal_seen, table_key
 from benchmarks.eval.scoring import results_match
-from dbtools.engines.base import Database
+from dbtools.engines import Database
 from dbtools.errors import DatabaseToolError
 
 # Scoring compares whole results, so it runs without the agent's row and character caps.

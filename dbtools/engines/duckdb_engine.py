@@ -15,10 +15,13 @@ from pathlib import Path
 
 import duckdb
 
-from dbtools.engines.base import ColumnInfo, Database, ForeignKey, ResultCaps, TableInfo
+from dbtools.engines.catalog import ColumnInfo, ForeignKey, TableInfo
+from dbtools.engines.database import Database
 from dbtools.engines.dsn import DUCKDB_SUFFIXES
 from dbtools.engines.duckdb_files import data_files, view_names, write_views_catalog
+from dbtools.engines.result_caps import ResultCaps
 from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError, UnsafeQueryError
+from dbtools.query_limits import DEFAULT_QUERY_LIMITS, QueryLimits
 
 # Names DuckDB keeps for its own catalogs.
 _RESERVED_CATALOGS = {"memory", "system", "temp", "main"}
@@ -49,11 +52,9 @@ class DuckDBDatabase(Database):
     dialect = "duckdb"
     placeholder = "?"
 
-    def __init__(
-        self, target: str | Path, *, timeout_s: float = 10.0, max_rows: int = 1000, max_chars: int = 100_000
-    ) -> None:
+    def __init__(self, target: str | Path, *, limits: QueryLimits = DEFAULT_QUERY_LIMITS) -> None:
         self.path = Path(target).expanduser().resolve()
-        super().__init__(str(target), timeout_s=timeout_s, max_rows=max_rows, max_chars=max_chars)
+        super().__init__(str(target), limits=limits)
         self._scratch: Path | None = None
         if self.path.name.lower().endswith(DUCKDB_SUFFIXES):
             if not self.path.is_file():

@@ -12,7 +12,8 @@ import pymysql
 from pymysql.constants import FIELD_TYPE
 from pymysql.cursors import SSCursor
 
-from dbtools.engines.base import ColumnInfo, Database, ForeignKey, ResultCaps, TableInfo
+from dbtools.engines.catalog import ColumnInfo, ForeignKey, TableInfo
+from dbtools.engines.database import Database
 from dbtools.engines.mysql_grants import privileges_beyond_select
 from dbtools.engines.mysql_pool import (
     LOST_CONNECTION_CODES,
@@ -22,7 +23,9 @@ from dbtools.engines.mysql_pool import (
     connect_args,
     error_text,
 )
+from dbtools.engines.result_caps import ResultCaps
 from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError
+from dbtools.query_limits import DEFAULT_QUERY_LIMITS, QueryLimits
 
 logger = logging.getLogger(__name__)
 
@@ -109,13 +112,11 @@ class MySQLDatabase(Database):
         url: str,
         display_name: str,
         *,
-        timeout_s: float = 10.0,
-        max_rows: int = 1000,
-        max_chars: int = 100_000,
+        limits: QueryLimits = DEFAULT_QUERY_LIMITS,
         pool_size: int = 10,
         connect_timeout_s: int = 5,
     ) -> None:
-        super().__init__(display_name, timeout_s=timeout_s, max_rows=max_rows, max_chars=max_chars)
+        super().__init__(display_name, limits=limits)
         args = connect_args(url, max(1, connect_timeout_s))
         try:
             first = MySQLConnection(**args)

@@ -14,10 +14,13 @@ from psycopg import errors as pg_errors
 from psycopg.pq import DiagnosticField, ExecStatus
 from psycopg.pq.abc import PGresult
 
-from dbtools.engines.base import ColumnInfo, Database, ForeignKey, ResultCaps, TableInfo
+from dbtools.engines.catalog import ColumnInfo, ForeignKey, TableInfo
+from dbtools.engines.database import Database
 from dbtools.engines.postgres_pool import PooledConnection, PostgresPool
 from dbtools.engines.postgres_value_cap import capped_statement
+from dbtools.engines.result_caps import ResultCaps
 from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError
+from dbtools.query_limits import DEFAULT_QUERY_LIMITS, QueryLimits
 
 logger = logging.getLogger(__name__)
 
@@ -88,13 +91,11 @@ class PostgresDatabase(Database):
         conninfo: str,
         display_name: str,
         *,
-        timeout_s: float = 10.0,
-        max_rows: int = 1000,
-        max_chars: int = 100_000,
+        limits: QueryLimits = DEFAULT_QUERY_LIMITS,
         pool_size: int = 10,
         connect_timeout_s: int = 5,
     ) -> None:
-        super().__init__(display_name, timeout_s=timeout_s, max_rows=max_rows, max_chars=max_chars)
+        super().__init__(display_name, limits=limits)
         connect_args = {
             "connect_timeout": max(2, connect_timeout_s),  # libpq's minimum
             "application_name": "sqlscout",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import dbtools.engines.base
+import dbtools.engines.database
 from dbtools.agent_tools import AgentToolbox
 from dbtools.engines import open_database
 from dbtools.errors import ConnectionFailedError, QueryError
@@ -60,7 +60,7 @@ def test_only_the_given_files_can_be_read(folder, tmp_path, monkeypatch, open_db
     outside = tmp_path / "secret.csv"
     outside.write_text("password\nhunter2\n")
     db = open_db(str(folder / "sales.csv"))
-    monkeypatch.setattr(dbtools.engines.base, "check_query", lambda sql, dialect: None)
+    monkeypatch.setattr(dbtools.engines.database, "check_query", lambda sql, dialect: None)
     for path in (outside, folder / "regions.tsv"):
         for sql in (f"SELECT * FROM read_csv('{path}')", f"SELECT * FROM '{path}'"):
             with pytest.raises(QueryError, match="Permission Error"):

@@ -14,7 +14,7 @@ from dbtools.engines.duckdb_engine import DuckDBDatabase
 from dbtools.engines.mysql import MySQLDatabase
 from dbtools.engines.mysql_pool import connect_args
 from dbtools.errors import ConnectionFailedError, QueryError, UnknownObjectError
-from tests.dbtools.fixture_schema import COMMON_TABLES, build_sqlite
+from tests.fixture_schema import COMMON_TABLES, build_sqlite
 
 
 @pytest.mark.parametrize(
@@ -331,7 +331,7 @@ def test_a_select_only_role_sees_only_what_it_may_read(postgres_dsn, monkeypatch
     """The real boundary is the role: granted tables are listed and readable, the server's files are not."""
     import uuid
 
-    import dbtools.engines.base
+    import dbtools.engines.database
 
     role = f"reader_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
@@ -342,7 +342,7 @@ def test_a_select_only_role_sees_only_what_it_may_read(postgres_dsn, monkeypatch
         names = {t.name for t in db.tables()}
         assert "users" in names and "sales.invoices" not in names
         assert db.query("SELECT count(*) FROM users").rows == [(30,)]
-        monkeypatch.setattr(dbtools.engines.base, "check_query", lambda sql, dialect: None)
+        monkeypatch.setattr(dbtools.engines.database, "check_query", lambda sql, dialect: None)
         with pytest.raises(QueryError, match="permission denied"):
             db.query("SELECT pg_read_file('/etc/hostname')")
     finally:

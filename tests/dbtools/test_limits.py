@@ -11,7 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from dbtools.agent_tools import AgentToolbox
-from dbtools.engines.base import QueryResult, ResultCaps, row_text
+from dbtools.engines import QueryResult
+from dbtools.engines.result_caps import ResultCaps
+from dbtools.engines.results import row_text
 from dbtools.errors import QueryError, QueryTimeoutError
 from tests.queries_in_flight import QueriesInFlight
 

@@ -9,11 +9,11 @@ import uuid
 
 import pytest
 
-import dbtools.engines.base
+import dbtools.engines.database
 import dbtools.engines.mysql
 from dbtools.engines import open_database
 from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError
-from tests.dbtools.fixture_schema import mysql_connection
+from tests.fixture_schema import mysql_connection
 
 pytestmark = pytest.mark.mysql
 
@@ -56,7 +56,7 @@ def test_a_select_only_account_sees_only_what_it_may_read_and_is_not_warned_abou
         assert "privileges beyond SELECT" not in caplog.text
         assert {t.name for t in db.tables()} == {"users", "orders"}
         assert db.query("SELECT count(*) FROM users").rows == [(30,)]
-        monkeypatch.setattr(dbtools.engines.base, "check_query", lambda sql, dialect: None)
+        monkeypatch.setattr(dbtools.engines.database, "check_query", lambda sql, dialect: None)
         with pytest.raises(QueryError, match="command denied"):
             db.query("SELECT count(*) FROM customers")
     finally:
@@ -97,7 +97,7 @@ def test_a_statement_past_its_timeout_is_killed_and_its_connection_dropped(mysql
     """SLEEP() ends early without an error when the server's limit stops it: the elapsed time still counts as
     the timeout, and the server shows no statement left running."""
     db = open_db(mysql_dsn, timeout_s=0.5)
-    monkeypatch.setattr(dbtools.engines.base, "check_query", lambda sql, dialect: None)
+    monkeypatch.setattr(dbtools.engines.database, "check_query", lambda sql, dialect: None)
     started = time.perf_counter()
     with pytest.raises(QueryTimeoutError):
         db.query("SELECT SLEEP(30)")

@@ -19,9 +19,10 @@ from dbtools.demo.mysql import load_mysql
 from dbtools.demo.postgres import load_postgres
 from dbtools.engines import open_database
 from dbtools.errors import UnknownObjectError
-from dbtools.value_search import ValueIndex, default_index_path
-from tests.dbtools.conftest import ENGINES
-from tests.dbtools.fixture_schema import mysql_connection
+from dbtools.value_search import ValueIndex
+from dbtools.value_search.store import default_index_path
+from tests.fixture_schema import ENGINES
+from tests.fixture_schema import mysql_connection
 
 
 @pytest.fixture(scope="session")

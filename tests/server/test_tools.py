@@ -1,4 +1,4 @@
-"""The database tools through an in-memory MCP client, on SQLite and PostgreSQL."""
+"""The database tools through an in-memory MCP client, on SQLite, PostgreSQL, MySQL/MariaDB and DuckDB."""
 
 from __future__ import annotations
 
