@@ -16,7 +16,6 @@ import os
 import platform
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -31,8 +30,10 @@ from mcp_server.agent.chat_format import END_OF_TURN, ChatFormat
 from mcp_server.agent.policies.base import Completion
 from mcp_server.agent.prompts import Prompts
 from model.engine import Engine
+from model.engine_options import EngineOptions
 from model.errors import ModelDirectoryError
 from model.sampling_params import SamplingParams
+from model.serving.cancel import CancelEvent
 
 # A few tens of millions of parameters besides the 248k-token embedding (which the LM head reuses): large
 # enough that the model, not Python, dominates a step, small enough for a shared 2-core machine.
@@ -210,7 +211,7 @@ class ForcedRun:
         rows: list[int],
         max_new_tokens: list[int],
         sampling: SamplingParams,
-        cancel: threading.Event | None = None,
+        cancel: CancelEvent | None = None,
     ) -> list[Completion]:
         self._flush()
         self.turn_prompt_lengths.append(len(self.ids))
@@ -413,7 +414,7 @@ def build_parser() -> configargparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        engine = Engine.load(checkpoint(args.model), device=args.device)
+        engine = Engine.load(checkpoint(args.model), EngineOptions(device=args.device))
     except (ModelDirectoryError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

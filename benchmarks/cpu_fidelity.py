@@ -27,19 +27,20 @@ from benchmarks.random_checkpoint import write_tiny_checkpoint
 from model.cache import ModelCache
 from model.cpu_weights import CpuWeight
 from model.engine import Engine
+from model.engine_options import EngineOptions
 from model.linear import embedding
 from model.loader import load_weights
 from model.sampling_params import SamplingParams
 
 SECTION = "CPU weights: fidelity"
 VARIANTS = {
-    "bf16": dict(dtype=torch.bfloat16),
-    "int8": dict(dtype=torch.bfloat16, quantize="int8"),
-    "int4": dict(dtype=torch.bfloat16, quantize="int4"),
+    "bf16": dict(dtype="bfloat16"),
+    "int8": dict(dtype="bfloat16", quantize="int8"),
+    "int4": dict(dtype="bfloat16", quantize="int4"),
 }
 QUANTIZED = ("int8", "int4")
 LLAMA_CPP_TYPES = ("BF16", "Q8_0", "Q4_K_M")
-SCALE = {"fp32": dict(dtype=torch.float32)}  # what bf16 itself changes, for scale
+SCALE = {"fp32": dict(dtype="float32")}  # what bf16 itself changes, for scale
 # The tiny test models: the default one (text layout, tied head) and the published layout with odd sizes.
 TINY = {
     "tiny text, tied head": dict(seed=0),
@@ -107,7 +108,7 @@ def compare(model_dir: Path, prompt_tokens: int, greedy_tokens: int, llama_cpp: 
     runs, weight_errors = {}, {}
     for name, settings in {**VARIANTS, **SCALE}.items():
         engine = Engine.load(
-            model_dir, device="cpu", max_context=prompt_tokens + greedy_tokens + 8, **settings
+            model_dir, EngineOptions(device="cpu", max_context=prompt_tokens + greedy_tokens + 8, **settings)
         )
         prompt = torch.randint(
             0, engine.config.vocab_size, (prompt_tokens,), generator=torch.Generator().manual_seed(7)

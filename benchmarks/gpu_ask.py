@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -29,7 +28,9 @@ from mcp_server.agent.policies.base import Completion
 from mcp_server.agent.policies.local import LocalPolicy, LocalRun
 from mcp_server.agent.prompts import Prompts, load_prompts
 from model.engine import Engine
+from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
+from model.serving.cancel import CancelEvent
 
 log = logging.getLogger("benchmarks.gpu_ask")
 QUESTION = "Which five customers in Germany spent the most?"
@@ -45,7 +46,7 @@ class TurnCappedRun(LocalRun):
         rows: list[int],
         max_new_tokens: list[int],
         sampling: SamplingParams,
-        cancel: threading.Event | None = None,
+        cancel: CancelEvent | None = None,
     ) -> list[Completion]:
         limits = [min(limit, self._policy.turn_tokens) for limit in max_new_tokens]
         return super().complete(rows, limits, sampling, cancel)
@@ -55,7 +56,7 @@ class TurnCappedPolicy(LocalPolicy):
     """The local engine with each reply cut at turn_tokens tokens."""
 
     def __init__(self, engine: Engine, prompts: Prompts, turn_tokens: int) -> None:
-        super().__init__(engine, prompts, max_batch_rows=1)
+        super().__init__(engine, prompts)
         self.turn_tokens = turn_tokens
 
     def start(self, prompt: str, samples: int, max_tokens: int) -> TurnCappedRun:
@@ -120,7 +121,9 @@ def run(out_dir: str | Path | None = None, *, shapes: str = "2b", turn_tokens: i
         reference = build_checkpoint(config, Path(tmp), device, dtype)
         del reference  # only its files are needed: free the device memory before the engine loads
         write_tokenizer_files(Path(tmp), config["vocab_size"])  # the real Qwen3.5 one at the real size
-        engine = Engine.load(tmp, device=device, dtype=dtype)
+        engine = Engine.load(
+            tmp, EngineOptions(device=device.type, dtype=str(dtype).removeprefix("torch."), max_batch_rows=1)
+        )
         policy = TurnCappedPolicy(engine, load_prompts(tmp), turn_tokens)
     agent_config = AgentConfig(sampling=SamplingParams(seed=0))
     report = {

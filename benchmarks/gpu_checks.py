@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import configargparse
@@ -20,6 +20,7 @@ import torch
 import kernels
 from benchmarks.model_decode import GREEDY, SHAPES, build_checkpoint
 from model.engine import Engine
+from model.engine_options import EngineOptions
 
 # bf16 storage with fp32 accumulation: the same math in another order differs by a few bf16 ulps.
 BACKEND_TOLERANCE = 3e-2
@@ -77,8 +78,11 @@ def run(out_dir: str | Path | None = None, *, shapes: str = "2b", context: int =
     with tempfile.TemporaryDirectory() as tmp:
         reference = build_checkpoint(config, Path(tmp), device, dtype)
         del reference  # only its files are needed: free the device memory before two engines load
-        graph = Engine.load(tmp, device=device, dtype=dtype, max_context=max_context, cuda_graph=True)
-        eager = Engine.load(tmp, device=device, dtype=dtype, max_context=max_context, cuda_graph=False)
+        options = EngineOptions(
+            device=device.type, dtype=str(dtype).removeprefix("torch."), max_context=max_context
+        )
+        graph = Engine.load(tmp, replace(options, cuda_graph=True))
+        eager = Engine.load(tmp, replace(options, cuda_graph=False))
     prompt = torch.randint(0, config["vocab_size"], (context,), generator=torch.Generator().manual_seed(2))
     prompt = prompt.tolist()
 

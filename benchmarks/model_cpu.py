@@ -38,6 +38,7 @@ from benchmarks.real_size_cpu import APPEND_CONTEXT, PROMPT_TOKENS, ROUND_TOKENS
 from benchmarks.weight_stream import weight_stream
 from model.cpu import native_bf16
 from model.engine import Engine
+from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
 
 # A mid-size Qwen3.5: the 2B model's layer mix and proportions, scaled down to fit a 2-core CPU run.
@@ -92,7 +93,7 @@ def run(prompt_tokens: int = 256, new_tokens: int = 64, repeats: int = 5, thread
     with tempfile.TemporaryDirectory() as tmp:
         reference = _write_checkpoint(Path(tmp))
         engine = Engine.load(
-            tmp, device="cpu", dtype=torch.float32, max_context=prompt_tokens + new_tokens + 8
+            tmp, EngineOptions(device="cpu", dtype="float32", max_context=prompt_tokens + new_tokens + 8)
         )
     prompt = torch.randint(
         0, MID_SIZE_CONFIG["vocab_size"], (1, prompt_tokens), generator=torch.Generator().manual_seed(1)
@@ -318,7 +319,7 @@ def report_ask(ask: dict | None) -> list[str]:
 
 def report_real_size(results: list[dict], plot: Path | None) -> str:
     """The RESULTS.md section: one table row per variant and thread count, ratios against transformers bf16."""
-    from model.engine import default_dtype
+    from model.cpu import default_dtype
 
     default = str(default_dtype(torch.device("cpu"))).removeprefix("torch.")
     first = results[0]

@@ -18,6 +18,7 @@ import configargparse
 import torch
 
 from model.engine import Engine
+from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
 
 QWEN35_2B = dict(
@@ -108,7 +109,12 @@ def run(
     with tempfile.TemporaryDirectory() as tmp:
         reference = build_checkpoint(config, Path(tmp), device, dtype)
         engine = Engine.load(
-            tmp, device=device, dtype=dtype, max_context=context + new_tokens + 4 * TOOL_RESULT_TOKENS
+            tmp,
+            EngineOptions(
+                device=device.type,
+                dtype=str(dtype).removeprefix("torch."),
+                max_context=context + new_tokens + 4 * TOOL_RESULT_TOKENS,
+            ),
         )
     generator = torch.Generator().manual_seed(1)
     prompt = torch.randint(0, config["vocab_size"], (context,), generator=generator).tolist()

@@ -27,14 +27,14 @@ PROMPT_TOKENS = 700
 APPEND_TOKENS = 300
 APPEND_CONTEXT = 2000  # tokens in the sequence once the timed append is in
 ROUND_TOKENS = 8  # decode tokens per engine per round
-# name -> Engine.load keywords (None: the engine's default).
+# name -> EngineOptions fields (those not given: the engine's default).
 VARIANTS: dict[str, dict] = {
     "sqlscout-default": {},
-    "sqlscout-fp32": {"dtype": torch.float32},
-    "sqlscout-bf16": {"dtype": torch.bfloat16},
+    "sqlscout-fp32": {"dtype": "float32"},
+    "sqlscout-bf16": {"dtype": "bfloat16"},
     "sqlscout-int8": {"quantize": "int8"},
     "sqlscout-int4": {"quantize": "int4"},
-    "sqlscout-int8-compiled": {"quantize": "int8", "compile_decode": True},
+    "sqlscout-int8-compiled": {"quantize": "int8", "compile": True},
 }
 PEER = "transformers-bf16"
 # The llama.cpp file type a laptop user would run in place of each sqlscout variant.
@@ -107,13 +107,11 @@ class Peer:
 def _load_and_fill(model_dir: Path, threads: int, settings: dict, cache_dir: Path, session_tokens: int):
     """A sqlscout engine loaded and a session through the prompt and the append: (engine, session, timings)."""
     from model.engine import Engine
+    from model.engine_options import EngineOptions
     from model.sampling_params import SamplingParams
 
-    load_s, engine = _timed(
-        lambda: Engine.load(
-            model_dir, device="cpu", threads=threads, max_context=4096, cache_dir=cache_dir, **settings
-        )
-    )
+    options = EngineOptions(device="cpu", threads=threads, max_context=4096, cache_dir=cache_dir, **settings)
+    load_s, engine = _timed(lambda: Engine.load(model_dir, options))
     vocab = engine.config.vocab_size
     session = engine.new_session(max_tokens=session_tokens)
     prefill_s, _ = _timed(lambda: session.append(_ids(PROMPT_TOKENS, vocab, 1)))
@@ -151,8 +149,8 @@ def measure(
 ) -> list[dict]:
     """Each variant against transformers in alternating rounds, and against its llama.cpp peer (ggufs by file
     type, see LLAMA_CPP_PEERS) in rounds of its own, alternating with ours too."""
+    from model.cpu import set_cpu_threads
     from model.cpu_weights import CpuWeight
-    from model.engine import set_cpu_threads
     from model.sampling_params import SamplingParams
 
     set_cpu_threads(threads)
@@ -195,7 +193,7 @@ def measure(
                 "variant": name,
                 "dtype": str(engine.dtype).removeprefix("torch."),
                 "weights": sorted({w.kind for w in matrices if isinstance(w, CpuWeight)}),
-                "compiled": engine.compile_decode,
+                "compiled": engine.options.compile,
                 **timings,
                 "memory_gb": memory.peak_added_gb(),
                 "decode_tokens_per_s": ROUND_TOKENS * len(ours) / sum(ours),

@@ -14,9 +14,9 @@ from dbtools.engines import Database
 from mcp_server.agent import Agent, AgentAnswer, AgentConfig, RoundEvent
 from mcp_server.agent.errors import PolicyConfigError
 from mcp_server.agent.policies import MODEL_SETUP_HINT, Policy, build_policy
-from mcp_server.question_gate import QuestionCancelledError, QuestionGate
+from mcp_server.question_gate import QuestionGate
 from mcp_server.settings import Settings
-from model.sampling_params import SamplingParams
+from model.serving.cancel import CancelEvent, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +40,14 @@ class ModelRunner:
         self._config: AgentConfig | None = None
         # One agent per database asked: its toolbox holds the database's value index. See forget().
         self._agents: dict[Database, Agent] = {}
-        self._load_lock = threading.Lock()
+        self._agents_lock = threading.Lock()
+        self._loading = False  # a thread is loading the policy
+        self._load_changed = threading.Condition()
         self._gate = QuestionGate(settings.max_concurrent_questions)
         # Worker threads for questions asked from an event loop, as many as may run: a question waiting its
         # turn holds none, so a burst of questions never takes the threads of the database tools.
         self.threads = anyio.CapacityLimiter(settings.max_concurrent_questions)
-        self._questions: set[threading.Event] = set()  # the cancel events of the questions asked now
+        self._questions: set[CancelEvent] = set()  # the cancel events of the questions asked now
         self._questions_changed = threading.Condition()
 
     @property
@@ -59,7 +61,7 @@ class ModelRunner:
 
     def _preload(self) -> None:
         try:
-            with self._load_lock:
+            with self._loading_turn(None):
                 self._ensure_policy()
         except Exception as error:
             log.warning("%s; ask_database will try again and report it", error)
@@ -81,13 +83,10 @@ class ModelRunner:
                         api_key=self.settings.api_key,
                         endpoint_timeout_s=self.settings.endpoint_timeout,
                         endpoint_retries=self.settings.endpoint_retries,
-                        device=self.settings.device,
-                        dtype=self.settings.dtype,
-                        quantize=self.settings.quantize,
-                        threads=self.settings.threads,
-                        cache_dir=cache_dir() / ENGINE_CACHE if keeps_files else None,
-                        max_batch_rows=self.settings.max_batch_rows,
-                        compile_sampling=self._sampling() if self.settings.compile else None,
+                        engine_options=self.settings.engine_options(
+                            cache_dir() / ENGINE_CACHE if keeps_files else None
+                        ),
+                        sampling=self.settings.sampling(),
                     )
                 except PolicyConfigError:
                     raise
@@ -98,11 +97,11 @@ class ModelRunner:
                 token_budget=self.settings.token_budget,
                 samples=self.settings.samples,
                 max_result_rows=self.settings.max_rows,
-                sampling=self._sampling(),
+                sampling=self.settings.sampling(),
             )
 
     def _agent(self, database: Database) -> Agent:
-        with self._load_lock:
+        with self._agents_lock:
             agent = self._agents.get(database)
             if agent is None:
                 agent = self._agents[database] = Agent(database, self._policy, self._config)
@@ -110,13 +109,8 @@ class ModelRunner:
 
     def forget(self, database: Database) -> None:
         """Drop the agent of a database that is no longer served (its source was reconfigured or removed)."""
-        with self._load_lock:
+        with self._agents_lock:
             self._agents.pop(database, None)
-
-    def _sampling(self) -> SamplingParams:
-        return SamplingParams(
-            temperature=self.settings.temperature, top_p=self.settings.top_p, top_k=self.settings.top_k
-        )
 
     def ask(
         self,
@@ -125,32 +119,46 @@ class ModelRunner:
         *,
         database: Database | None = None,
         on_round: Callable[[RoundEvent], None] | None = None,
-        cancel: threading.Event | None = None,
+        cancel: CancelEvent | None = None,
     ) -> AgentAnswer:
         """Answer one question; waits for its turn while --max-concurrent-questions others run, and for the
-        model while it loads, unless cancelled (QuestionCancelledError).
+        model while it loads, unless cancelled (Cancelled).
 
         Raises PolicyConfigError without a model, ModelLoadError when it fails to load, ModelError when it
         fails to answer."""
-        cancel = cancel or threading.Event()
+        cancel = cancel or CancelEvent()
         with self._running(cancel), self._gate.turn(cancel):
             self._loaded(cancel)
             agent = self._agent(database or self.db)
             return agent.ask(question, evidence, on_round=on_round, cancel=cancel)
 
-    def _loaded(self, cancel: threading.Event) -> None:
+    def _loaded(self, cancel: CancelEvent) -> None:
         if self._config is not None:
             return
-        while not self._load_lock.acquire(timeout=0.1):
-            if cancel.is_set():
-                raise QuestionCancelledError("cancelled while waiting for the model to load")
-        try:
+        with self._loading_turn(cancel):
             self._ensure_policy()
-        finally:
-            self._load_lock.release()
 
     @contextmanager
-    def _running(self, cancel: threading.Event) -> Iterator[None]:
+    def _loading_turn(self, cancel: CancelEvent | None) -> Iterator[None]:
+        """Be the one thread that loads the policy, once any other has finished; Cancelled if `cancel` is set
+        while waiting."""
+        with self._load_changed:
+            wait_until(
+                self._load_changed,
+                lambda: not self._loading,
+                cancel,
+                "cancelled while waiting for the model to load",
+            )
+            self._loading = True
+        try:
+            yield
+        finally:
+            with self._load_changed:
+                self._loading = False
+                self._load_changed.notify_all()
+
+    @contextmanager
+    def _running(self, cancel: CancelEvent) -> Iterator[None]:
         with self._questions_changed:
             self._questions.add(cancel)
         try:

@@ -7,12 +7,7 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-# How often a waiting question looks at its cancel event.
-CANCEL_POLL_S = 0.05
-
-
-class QuestionCancelledError(RuntimeError):
-    """The question was cancelled before the model got to it."""
+from model.serving.cancel import CancelEvent, wait_until
 
 
 class QuestionGate:
@@ -35,17 +30,19 @@ class QuestionGate:
         return len(self._queue)
 
     @contextmanager
-    def turn(self, cancel: threading.Event) -> Iterator[None]:
+    def turn(self, cancel: CancelEvent) -> Iterator[None]:
         """Wait until every earlier arrival has started and a place is free, then hold it for the block;
-        QuestionCancelledError if `cancel` is set first."""
+        Cancelled if `cancel` is set first."""
         ticket = object()
         with self._changed:
             self._queue.append(ticket)
             try:
-                while self._queue[0] is not ticket or self._running >= self.limit:
-                    if cancel.is_set():
-                        raise QuestionCancelledError("cancelled while waiting for its turn on the model")
-                    self._changed.wait(CANCEL_POLL_S)
+                wait_until(
+                    self._changed,
+                    lambda: self._queue[0] is ticket and self._running < self.limit,
+                    cancel,
+                    "cancelled while waiting for its turn on the model",
+                )
             except BaseException:
                 self._queue.remove(ticket)
                 self._changed.notify_all()  # the next in line may now be at the head

@@ -9,17 +9,17 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from dbtools.query_limits import DEFAULT_QUERY_LIMITS
 from mcp_server.agent.episode import EpisodeLimits
-from mcp_server.agent.policies import MAX_BATCH_ROWS
 from mcp_server.agent.policies.endpoint import ENDPOINT_RETRIES, ENDPOINT_TIMEOUT_S
 from mcp_server.audit_log import KEPT_FILES as KEPT_AUDIT_FILES
-from model.errors import DOWNLOAD_HINT, missing_local_engine, no_config_message
+from model.engine_options import DEVICES, DTYPES, QUANTIZATIONS, EngineOptions
+from model.errors import ModelDirectoryError, OptionError, missing_local_engine
+from model.model_dir import check_model_dir
+from model.sampling_params import SamplingParams
 
 ENV_PREFIX = "SQLSCOUT_"
 TRANSPORTS = ("stdio", "http")
-DEVICES = ("cpu", "cuda")
-DTYPES = ("bfloat16", "float32")
-QUANTIZATIONS = ("int8", "int4")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOOPBACK_NAMES = ("localhost",)
 AUDIT_LOG_MAX_MB = 100.0
@@ -107,18 +107,28 @@ OPTIONS: tuple[Option, ...] = (
         "extra comma-separated browser origins accepted over HTTP (loopback origins are always accepted)",
         metavar="ORIGINS",
     ),
-    Option("max_rows", "most rows any query returns (default 1000)", parse=int, metavar="N"),
-    Option("timeout", "statement timeout in seconds (default 10)", parse=float, metavar="SECONDS"),
+    Option(
+        "max_rows",
+        f"most rows any query returns (default {DEFAULT_QUERY_LIMITS.max_rows})",
+        parse=int,
+        metavar="N",
+    ),
+    Option(
+        "timeout",
+        f"statement timeout in seconds (default {DEFAULT_QUERY_LIMITS.timeout_s:g})",
+        parse=float,
+        metavar="SECONDS",
+    ),
     Option(
         "connect_timeout",
-        "seconds a new PostgreSQL connection may take before the server counts as unreachable "
+        "seconds a new PostgreSQL or MySQL connection may take before the server counts as unreachable "
         "(default 5, at least 2)",
         parse=int,
         metavar="SECONDS",
     ),
     Option(
         "pool_size",
-        "most PostgreSQL connections open at once, so most queries running at once (default 10)",
+        "most PostgreSQL or MySQL connections open at once, so most queries running at once (default 10)",
         parse=int,
         metavar="N",
     ),
@@ -156,12 +166,20 @@ OPTIONS: tuple[Option, ...] = (
         metavar="TOKENS",
     ),
     Option(
-        "temperature", "sampling temperature (default 0.6, as trained; 0 is greedy)", parse=float, metavar="T"
+        "temperature",
+        f"sampling temperature (default {SamplingParams.temperature:g}, as trained; 0 is greedy)",
+        parse=float,
+        metavar="T",
     ),
-    Option("top_p", "nucleus sampling threshold (default 0.95, as trained)", parse=float, metavar="P"),
+    Option(
+        "top_p",
+        f"nucleus sampling threshold (default {SamplingParams.top_p:g}, as trained)",
+        parse=float,
+        metavar="P",
+    ),
     Option(
         "top_k",
-        "sample among the K likeliest tokens (default 20, as trained; 0 switches off)",
+        f"sample among the K likeliest tokens (default {SamplingParams.top_k}, as trained; 0 switches off)",
         parse=int,
         metavar="K",
     ),
@@ -175,7 +193,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "max_batch_rows",
         "episodes of all questions that a local model decodes together, each caching up to --token-budget "
-        f"tokens; questions needing more wait their turn (default {MAX_BATCH_ROWS})",
+        f"tokens; questions needing more wait their turn (default {EngineOptions.max_batch_rows})",
         parse=int,
         metavar="N",
     ),
@@ -223,8 +241,8 @@ class Settings:
     port: int = 8000
     token: str | None = None
     allowed_origins: str | None = None
-    max_rows: int = 1000
-    timeout: float = 10.0
+    max_rows: int = DEFAULT_QUERY_LIMITS.max_rows
+    timeout: float = DEFAULT_QUERY_LIMITS.timeout_s
     connect_timeout: int = 5
     pool_size: int = 10
     device: str | None = None
@@ -234,11 +252,11 @@ class Settings:
     compile: bool = False
     samples: int = 1
     token_budget: int = EpisodeLimits.token_budget
-    temperature: float = 0.6
-    top_p: float = 0.95
-    top_k: int = 20
+    temperature: float = SamplingParams.temperature
+    top_p: float = SamplingParams.top_p
+    top_k: int = SamplingParams.top_k
     max_concurrent_questions: int = MAX_CONCURRENT_QUESTIONS
-    max_batch_rows: int = MAX_BATCH_ROWS
+    max_batch_rows: int = EngineOptions.max_batch_rows
     log_level: str = "INFO"
     audit_log: str | None = None
     audit_log_max_mb: float = AUDIT_LOG_MAX_MB
@@ -253,17 +271,8 @@ class Settings:
                 object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser()))
         if self.transport not in TRANSPORTS:
             raise SettingsError(f"--transport must be one of {', '.join(TRANSPORTS)}, not {self.transport!r}")
-        if self.model and Path(self.model).is_file():
-            raise SettingsError(
-                f"--model {self.model!r} is a file: give the directory that holds it, {Path(self.model).parent}"
-            )
-        if self.model and not Path(self.model).is_dir():
-            raise SettingsError(
-                f"model directory {self.model!r} does not exist: give the directory holding the model's "
-                f"config, tokenizer and safetensors (get it with `{DOWNLOAD_HINT}`)"
-            )
-        if self.model and not self.endpoint:
-            self._check_local_model()
+        if self.model:
+            self._check_model()
         if self.endpoint and not self.endpoint_model:
             raise SettingsError("--endpoint needs --endpoint-model NAME (SQLSCOUT_ENDPOINT_MODEL)")
         if (self.endpoint_model or self.api_key) and not self.endpoint:
@@ -288,34 +297,15 @@ class Settings:
             raise SettingsError(f"--samples must be at least 1, not {self.samples}")
         if self.token_budget < 256:
             raise SettingsError(f"--token-budget must be at least 256 tokens, not {self.token_budget}")
-        if not self.temperature >= 0:  # NaN fails too
-            raise SettingsError(f"--temperature must be >= 0, not {self.temperature:g}")
-        if not 0 < self.top_p <= 1:
-            raise SettingsError(f"--top-p must be in (0, 1], not {self.top_p:g}")
-        if self.top_k < 0:
-            raise SettingsError(f"--top-k must be >= 0, not {self.top_k}")
         if self.max_concurrent_questions < 1:
             raise SettingsError(
                 f"--max-concurrent-questions must be at least 1, not {self.max_concurrent_questions}"
             )
-        if self.max_batch_rows < 1:
-            raise SettingsError(f"--max-batch-rows must be at least 1, not {self.max_batch_rows}")
-        if self.device is not None and self.device not in DEVICES:
-            raise SettingsError(f"--device must be one of {', '.join(DEVICES)}, not {self.device!r}")
-        if self.dtype is not None and self.dtype not in DTYPES:
-            raise SettingsError(f"--dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}")
-        if self.quantize is not None and self.quantize not in QUANTIZATIONS:
-            raise SettingsError(
-                f"--quantize must be one of {', '.join(QUANTIZATIONS)}, not {self.quantize!r}"
-            )
-        if self.quantize and self.device == "cuda":
-            raise SettingsError("--quantize runs a model on the CPU only: drop it or use --device cpu")
-        if self.compile and self.device == "cuda":
-            raise SettingsError(
-                "--compile compiles the CPU decode step; on a GPU the step is a CUDA graph already: drop it"
-            )
-        if self.threads is not None and self.threads < 1:
-            raise SettingsError(f"--threads must be at least 1, not {self.threads}")
+        try:  # the engine's and the sampling's own checks, named by their flags
+            self.engine_options()
+            self.sampling()
+        except OptionError as error:
+            raise SettingsError(error.flag_message) from None
         if not math.isfinite(self.audit_log_max_mb) or self.audit_log_max_mb <= 0:
             raise SettingsError(f"--audit-log-max-mb must be a positive size, not {self.audit_log_max_mb:g}")
         if self.log_level not in LOG_LEVELS:
@@ -331,13 +321,32 @@ class Settings:
                 "or bind to 127.0.0.1"
             )
 
-    def _check_local_model(self) -> None:
-        """The local engine runs --model here: refuse at start-up what would fail at the first question."""
-        if not (Path(self.model) / "config.json").is_file():
-            raise SettingsError(f"--model {no_config_message(self.model)}")
-        missing = missing_local_engine()
+    def _check_model(self) -> None:
+        """Refuse at start-up what would fail at the first question: a --model that is no model directory (with
+        --endpoint it only lends its tokenizer and prompts), or a local engine this Python cannot run."""
+        try:
+            check_model_dir(self.model, needs_config=not self.endpoint)
+        except ModelDirectoryError as error:
+            raise SettingsError(f"--model {error}") from None
+        missing = None if self.endpoint else missing_local_engine()
         if missing:
             raise SettingsError(f"--model: {missing}; or run the model on a server and give --endpoint URL")
+
+    def engine_options(self, cache_dir: Path | None = None) -> EngineOptions:
+        """The local engine's options; cache_dir keeps quantized weights and compiled steps between starts."""
+        return EngineOptions(
+            device=self.device,
+            dtype=self.dtype,
+            quantize=self.quantize,
+            threads=self.threads,
+            compile=self.compile,
+            max_batch_rows=self.max_batch_rows,
+            cache_dir=cache_dir,
+        )
+
+    def sampling(self) -> SamplingParams:
+        """The agent's sampling settings."""
+        return SamplingParams(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)
 
     @property
     def has_model(self) -> bool:

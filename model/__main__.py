@@ -11,10 +11,8 @@ import time
 import configargparse
 import torch
 
-from model.quantize import QUANTIZE_CHOICES
-
-DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
-DEVICES = ("cpu", "cuda")
+from model.engine_options import DEVICES, DTYPES, QUANTIZATIONS, EngineOptions
+from model.sampling_params import SamplingParams
 
 
 def build_parser() -> configargparse.ArgumentParser:
@@ -36,25 +34,35 @@ def build_parser() -> configargparse.ArgumentParser:
         help="tokens to generate at most",
     )
     parser.add_argument(
-        "--temperature", type=float, default=0.6, env_var="SQLSCOUT_TEMPERATURE", help="0 is greedy"
+        "--temperature",
+        type=float,
+        default=SamplingParams.temperature,
+        env_var="SQLSCOUT_TEMPERATURE",
+        help="0 is greedy",
     )
     parser.add_argument(
-        "--top-p", type=float, default=0.95, env_var="SQLSCOUT_TOP_P", help="nucleus sampling threshold"
+        "--top-p",
+        type=float,
+        default=SamplingParams.top_p,
+        env_var="SQLSCOUT_TOP_P",
+        help="nucleus sampling threshold",
     )
-    parser.add_argument("--top-k", type=int, default=20, env_var="SQLSCOUT_TOP_K", help="0 switches it off")
+    parser.add_argument(
+        "--top-k", type=int, default=SamplingParams.top_k, env_var="SQLSCOUT_TOP_K", help="0 switches it off"
+    )
     parser.add_argument("--seed", type=int, env_var="SQLSCOUT_SEED", help="sampling seed")
     parser.add_argument(
         "--device", choices=DEVICES, env_var="SQLSCOUT_DEVICE", help="default: cuda when available"
     )
     parser.add_argument(
         "--dtype",
-        choices=tuple(DTYPES),
+        choices=DTYPES,
         env_var="SQLSCOUT_DTYPE",
         help="default: bfloat16 on cuda and on a CPU with native bf16 (avx512_bf16, AMX, Arm BF16), else float32",
     )
     parser.add_argument(
         "--quantize",
-        choices=QUANTIZE_CHOICES,
+        choices=QUANTIZATIONS,
         env_var="SQLSCOUT_QUANTIZE",
         help="int8: projections and LM head as int8 weights with per-row scales; int4: projections as int4 "
         "with a scale and minimum per 64 values, the LM head int8 (CPU only)",
@@ -72,7 +80,7 @@ def build_parser() -> configargparse.ArgumentParser:
     parser.add_argument(
         "--max-context",
         type=int,
-        default=32768,
+        default=EngineOptions.max_context,
         env_var="SQLSCOUT_MAX_CONTEXT",
         help="tokens the caches hold",
     )
@@ -92,24 +100,26 @@ def main(argv: list[str] | None = None) -> int:
     if not args.model or args.prompt is None:
         parser.error("--model and --prompt are required (or SQLSCOUT_MODEL and SQLSCOUT_PROMPT)")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    from model.errors import ModelDirectoryError
-    from model.sampling_params import SamplingParams
+    from model.errors import ModelDirectoryError, OptionError
 
     try:
-        from model.engine import Engine  # reads SQLSCOUT_KERNELS, which may be invalid
-
-        engine = Engine.load(
-            args.model,
-            device=args.device,
-            dtype=DTYPES.get(args.dtype),
-            max_context=args.max_context,
-            quantize=args.quantize,
-            threads=args.threads,
-            compile_decode=args.compile,
-        )
         sampling = SamplingParams(
             temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed
         )
+        options = EngineOptions(
+            device=args.device,
+            dtype=args.dtype,
+            quantize=args.quantize,
+            threads=args.threads,
+            compile=args.compile,
+            max_context=args.max_context,
+        )
+        from model.engine import Engine  # reads SQLSCOUT_KERNELS, which may be invalid
+
+        engine = Engine.load(args.model, options)
+    except OptionError as error:
+        print(f"error: {error.flag_message}", file=sys.stderr)
+        return 1
     except (ModelDirectoryError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -6,7 +6,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from model.errors import ModelDirectoryError, no_config_message
+from model.errors import ModelDirectoryError
+from model.model_dir import CONFIG_FILE
 
 TEXT_MODEL_TYPE = "qwen3_5_text"
 VISION_LANGUAGE_MODEL_TYPE = "qwen3_5"
@@ -161,10 +162,8 @@ class Qwen35Config:
 
     @classmethod
     def from_model_dir(cls, model_dir: Path) -> Qwen35Config:
-        """Read and validate model_dir/config.json."""
-        path = model_dir / "config.json"
-        if not path.is_file():
-            raise ModelDirectoryError(no_config_message(model_dir))
+        """Read and validate the config.json of a directory that check_model_dir accepted."""
+        path = model_dir / CONFIG_FILE
         try:
             return cls.from_dict(json.loads(path.read_text()))
         except (ValueError, TypeError) as error:

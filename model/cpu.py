@@ -1,4 +1,5 @@
-"""What this machine's CPU offers the engine: native bf16 arithmetic, and how many physical cores it has."""
+"""What this machine's CPU offers the engine (native bf16 arithmetic, physical cores) and the defaults drawn from
+it: the activations' dtype and torch's thread count."""
 
 from __future__ import annotations
 
@@ -64,3 +65,35 @@ def _sysctl_int(name: str) -> int:
         return int(subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, check=True).stdout)
     except (OSError, ValueError, subprocess.CalledProcessError):
         return 0
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    """The activations' dtype: bf16 on a GPU and on a CPU that multiplies bf16 natively; else fp32. Either way a
+    CPU keeps the weights as the checkpoint stores them (bf16) and its decode products widen them in registers
+    (model/cpu_weights.py), so fp32 activations cost no weight bytes."""
+    return torch.bfloat16 if device.type == "cuda" or native_bf16() else torch.float32
+
+
+def chosen_dtype(device: torch.device) -> torch.dtype:
+    """default_dtype(device), logged with the reason on a CPU (where the choice depends on the machine)."""
+    dtype = default_dtype(device)
+    if device.type == "cpu":
+        why = (
+            "the CPU multiplies bf16 natively"
+            if dtype == torch.bfloat16
+            else "the CPU has no native bf16 (avx512_bf16, AMX or Arm BF16), so bf16 products would run slower"
+        )
+        log.info("computing in %s on the CPU: %s (--dtype overrides)", str(dtype).removeprefix("torch."), why)
+    return dtype
+
+
+def set_cpu_threads(threads: int | None) -> int:
+    """Give torch `threads` threads, or one per physical core unless OMP_NUM_THREADS already decided; returns
+    the count in use (EngineOptions checks the count)."""
+    if threads is None and "OMP_NUM_THREADS" not in os.environ:
+        threads = physical_cores()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    count = torch.get_num_threads()
+    log.info("running on %d CPU thread%s (--threads overrides)", count, "" if count == 1 else "s")
+    return count

@@ -16,7 +16,7 @@ from model.sampling_params import SamplingParams
 
 @dataclass(frozen=True)
 class DecodeBuffers:
-    """The tensors a decode step reads and writes in place, one entry per row (see engine.Decoder)."""
+    """The tensors a decode step reads and writes in place, one entry per row (see decoder.Decoder)."""
 
     tokens: torch.Tensor  # the token each row feeds in
     start: torch.Tensor  # its position, the row's length so far

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -14,13 +12,15 @@ import torch
 from kernels import cpu as cpu_kernels
 from model.cache import ModelCache
 from model.config import Qwen35Config
-from model.cpu import native_bf16, physical_cores
+from model.cpu import chosen_dtype, set_cpu_threads
 from model.cuda_graph import CudaGraphCapture, StepCapture
-from model.decode_step import DecodeBuffers, compiled_decode_step, decode_step, is_stop
-from model.loader import check_model_dir, load_weights
-from model.quantize import QUANTIZE_CHOICES
+from model.decode_step import is_stop
+from model.decoder import Decoder, DecodeStep, stop_width
+from model.engine_options import EngineOptions
+from model.loader import load_weights
+from model.model_dir import check_model_dir
 from model.qwen35 import Qwen35Model
-from model.sampling import SamplingParams, draw_noise, make_generator, sample, sampling_mode
+from model.sampling import SamplingParams, draw_noise, make_generator, sample
 from model.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -29,51 +29,9 @@ log = logging.getLogger(__name__)
 QUANTIZED_CACHE = "quantized-weights"
 COMPILE_CACHE = "torch-compile"
 
-# Width of the stop-id buffer a decode step compares against (padded with -1): stop lists up to this long
-# share one step; a longer one gets the next power of two.
-STOP_SLOTS = 8
-
-
-def _stop_width(count: int) -> int:
-    """Slots of the stop-id buffer for count stop ids."""
-    return max(STOP_SLOTS, 1 << (count - 1).bit_length())
-
 
 def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def default_dtype(device: torch.device) -> torch.dtype:
-    """The activations' dtype: bf16 on a GPU and on a CPU that multiplies bf16 natively; else fp32. Either way a
-    CPU keeps the weights as the checkpoint stores them (bf16) and its decode products widen them in registers
-    (model/cpu_weights.py), so fp32 activations cost no weight bytes."""
-    return torch.bfloat16 if device.type == "cuda" or native_bf16() else torch.float32
-
-
-def _chosen_dtype(device: torch.device) -> torch.dtype:
-    dtype = default_dtype(device)
-    if device.type == "cpu":
-        why = (
-            "the CPU multiplies bf16 natively"
-            if dtype == torch.bfloat16
-            else "the CPU has no native bf16 (avx512_bf16, AMX or Arm BF16), so bf16 products would run slower"
-        )
-        log.info("computing in %s on the CPU: %s (--dtype overrides)", str(dtype).removeprefix("torch."), why)
-    return dtype
-
-
-def set_cpu_threads(threads: int | None) -> int:
-    """Give torch `threads` threads, or one per physical core unless OMP_NUM_THREADS already decided; returns
-    the count in use."""
-    if threads is not None and threads < 1:
-        raise ValueError(f"threads must be at least 1, got {threads}")
-    if threads is None and "OMP_NUM_THREADS" not in os.environ:
-        threads = physical_cores()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    count = torch.get_num_threads()
-    log.info("running on %d CPU thread%s (--threads overrides)", count, "" if count == 1 else "s")
-    return count
 
 
 class Engine:
@@ -83,27 +41,24 @@ class Engine:
         self,
         model: Qwen35Model,
         tokenizer: Tokenizer,
+        options: EngineOptions = EngineOptions(),
         *,
-        max_context: int = 32768,
-        prefill_chunk: int = 2048,
-        cuda_graph: bool = True,
         capture: StepCapture | None = None,
-        compile_decode: bool = False,
     ) -> None:
-        """cuda_graph: capture decode steps as CUDA graphs on a CUDA device; capture: a StepCapture to use
-        instead (on any device); compile_decode: run the decode steps that are not captured through
-        torch.compile (each sampling mode compiles once per process, on first use)."""
+        """options: those the model was loaded with, and how sessions run (max_context, prefill_chunk, cuda_graph,
+        compile: the decode steps that are not captured run through torch.compile, each sampling mode compiled
+        once per process on first use); capture: a StepCapture to use on any device instead of CUDA graphs."""
         self.model = model
         self.tokenizer = tokenizer
+        self.options = options
         self.config: Qwen35Config = model.config
         self.device = model.device
         self.dtype = model.dtype
-        self.max_context = max_context
-        self.prefill_chunk = prefill_chunk
-        if capture is None and cuda_graph and self.device.type == "cuda":
+        self.max_context = options.max_context
+        self.prefill_chunk = options.prefill_chunk
+        if capture is None and options.cuda_graph and self.device.type == "cuda":
             capture = CudaGraphCapture()
         self.capture = capture
-        self.compile_decode = compile_decode
         self._workspaces: dict[int, Decoder] = {}
         # On a GPU the host checks for finished rows only every few tokens so the device never waits.
         self.sync_every = 8 if self.device.type == "cuda" else 1
@@ -114,64 +69,32 @@ class Engine:
         return self.capture is not None
 
     @classmethod
-    def load(
-        cls,
-        model_dir: str | Path,
-        *,
-        device: str | torch.device | None = None,
-        dtype: torch.dtype | None = None,
-        max_context: int = 32768,
-        prefill_chunk: int = 2048,
-        cuda_graph: bool = True,
-        quantize: str | None = None,
-        threads: int | None = None,
-        compile_decode: bool = False,
-        cache_dir: str | Path | None = None,
-    ) -> Engine:
-        """Load config, tokenizer and weights of model_dir; cuda when available, else the CPU.
-
-        dtype (of the activations) defaults to default_dtype(device); quantize "int8" or "int4" stores the
-        projections and the LM head quantized (CPU only, see load_weights); threads sets torch's CPU threads
-        (default: one per physical core); compile_decode compiles the CPU decode step with torch.compile.
-        cache_dir keeps quantized weights and compiled steps for the next run.
-        """
+    def load(cls, model_dir: str | Path, options: EngineOptions = EngineOptions()) -> Engine:
+        """Load config, tokenizer and weights of model_dir as options say: on cuda when available, else the CPU;
+        activations in cpu.default_dtype(device) unless options.dtype is given; quantized weights on a CPU only
+        (see load_weights); options.cache_dir keeps quantized weights and compiled steps for the next run."""
         path = check_model_dir(model_dir)
-        device = torch.device(device) if device is not None else default_device()
+        device = torch.device(options.device) if options.device is not None else default_device()
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError("device cuda was asked for, but torch sees no CUDA device here: use device cpu")
-        if quantize is not None and quantize not in QUANTIZE_CHOICES:
-            raise ValueError(f"unknown quantization {quantize!r}: choose {', '.join(QUANTIZE_CHOICES)}")
-        if quantize is not None and device.type != "cpu":
-            raise ValueError(
-                f"{quantize} weights run on the CPU only: on a GPU the bf16 weights stream fast enough; "
-                "drop the quantization or use device cpu"
-            )
-        if compile_decode and device.type != "cpu":
-            raise ValueError("compile_decode compiles the CPU decode step; on a GPU it is a CUDA graph")
+        options.check_device(device.type)
         if device.type == "cpu":
-            set_cpu_threads(threads)
+            set_cpu_threads(options.threads)
             cpu_kernels.products()  # built (once per machine) before the first token, not during it
-        dtype = dtype or _chosen_dtype(device)
+        dtype = getattr(torch, options.dtype) if options.dtype is not None else chosen_dtype(device)
         config = Qwen35Config.from_model_dir(path)
-        cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else None
-        if compile_decode and cache_dir is not None:
+        cache_dir = options.cache_dir
+        if options.compile and cache_dir is not None:
             # Inductor keeps its compiled graphs there, so a later run skips most of the compile.
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir / COMPILE_CACHE))
         weights = load_weights(
-            path, config, device, dtype, quantize, cache_dir and cache_dir / QUANTIZED_CACHE
+            path, config, device, dtype, options.quantize, cache_dir and cache_dir / QUANTIZED_CACHE
         )
         tokenizer = Tokenizer.from_model_dir(path)
-        return cls(
-            Qwen35Model(config, weights),
-            tokenizer,
-            max_context=max_context,
-            prefill_chunk=prefill_chunk,
-            cuda_graph=cuda_graph,
-            compile_decode=compile_decode,
-        )
+        return cls(Qwen35Model(config, weights), tokenizer, options)
 
     def warm_up(self, sampling: SamplingParams) -> None:
-        """Run one decode step in sampling's mode on a scratch row, so that compiling the step (compile_decode)
+        """Run one decode step in sampling's mode on a scratch row, so that compiling the step (options.compile)
         happens now rather than in the first request."""
         session = self.new_session(1, max_tokens=4)
         session.append([0])
@@ -200,117 +123,6 @@ class Engine:
         )
         self.capture = None
         self._workspaces.clear()
-
-
-@dataclass(frozen=True)
-class DecodeStep:
-    """One decode step and the buffers only it uses: noise (None when greedy) and the stop ids.
-
-    run(kv_bound) takes a host-side bound on the KV positions the step reads and writes: an eager step
-    attends over only those, a replayed graph over the whole cache under its device-side mask.
-    """
-
-    run: Callable[[int], None]
-    noise: torch.Tensor | None
-    stop: torch.Tensor
-
-
-class Decoder:
-    """The batched one-token decode of B rows over one cache: the static buffers every step reads and writes,
-    and one step per (sampling mode, stop-list width), captured when the decoder has a StepCapture.
-
-    A captured step replays fixed kernels on fixed addresses, so a capturing decoder belongs to the engine,
-    one per batch size, and is shared by the sessions of that size in turn (as gpt-fast and nano-vllm keep
-    one static cache per batch size): generate() copies the session's state in (its used KV prefix and the
-    GDN states), replays the step, and copies the new KV positions and the GDN states back. The copies cost
-    O(used tokens) per generate() call, small next to the decode steps they serve, and no session's only copy
-    of its state is ever in the shared cache. A session without captured steps decodes in its own cache
-    through a decoder of its own.
-
-    The cache's last KV position is spare, never a real token: a row sitting out a step writes its scratch
-    key at its own length (at most the spare), and a capture runs with every row sitting out at the spare
-    position, so the capture's warm-up and recording write only the spare slot, the spare output column and
-    GDN states that the masked update leaves as they are (and that the copy-in overwrites before use).
-    """
-
-    def __init__(
-        self,
-        model: Qwen35Model,
-        cache: ModelCache,
-        capture: StepCapture | None = None,
-        compiled: bool = False,
-    ) -> None:
-        """compiled: run the step through torch.compile (a decoder that does not capture)."""
-        self.model = model
-        self.cache = cache
-        self.capture = capture
-        self.compiled = compiled and capture is None
-        self.lock = threading.Lock()
-        batch = cache.batch_size
-        device = model.device
-        self.spare = cache.max_tokens - 1
-        self.tokens = torch.zeros(batch, dtype=torch.long, device=device)
-        self.start = torch.zeros(batch, dtype=torch.long, device=device)
-        self.active = torch.zeros(batch, dtype=torch.bool, device=device)
-        self.generated = torch.zeros(batch, dtype=torch.long, device=device)
-        self.limit = torch.zeros(batch, dtype=torch.long, device=device)
-        # Column `spare` takes the tokens sampled for rows that sit out.
-        self.out = torch.zeros(batch, cache.max_tokens, dtype=torch.long, device=device)
-        self.zero_index = torch.zeros(batch, dtype=torch.long, device=device)
-        self.temperature = torch.ones(1, device=device)
-        self.top_p = torch.ones(1, device=device)
-        self.buffers = DecodeBuffers(
-            self.tokens,
-            self.start,
-            self.active,
-            self.generated,
-            self.limit,
-            self.out,
-            self.zero_index,
-            self.temperature,
-            self.top_p,
-        )
-        self._steps: dict[tuple, DecodeStep] = {}
-
-    @property
-    def captured(self) -> bool:
-        return self.capture is not None
-
-    def step(self, sampling: SamplingParams, stop_width: int) -> DecodeStep:
-        """The step for sampling's mode and stop_width stop ids, made (and captured) on first use; RuntimeError
-        when the capture fails."""
-        mode = sampling_mode(sampling, self.model.config.vocab_size)
-        key = (mode, stop_width)
-        if key in self._steps:
-            return self._steps[key]
-        sampling = replace(sampling)  # the step keeps the settings of its mode, whatever the caller changes
-        device = self.model.device
-        batch = self.cache.batch_size
-        noise = None if mode is None else torch.ones(batch, mode[0], device=device)
-        stop = torch.full((stop_width,), -1, dtype=torch.long, device=device)
-        captured = self.captured
-
-        def run(kv_bound: int | None = None) -> None:
-            # An eager step may look at the host: when every row runs, the sit-out masking is skipped.
-            masked = captured or self.compiled or not bool(self.active.all())
-            cache = self.cache if kv_bound is None else self.cache.prefix(kv_bound)
-            step = compiled_decode_step() if self.compiled else decode_step
-            step(self.model, cache, self.buffers, stop, self.spare, sampling, noise, masked)
-
-        if captured:
-            # Every row sits out at the spare position while the step is warmed up and recorded.
-            self.start.fill_(self.spare)
-            self.active.zero_()
-            self.generated.zero_()
-            self.limit.zero_()
-            self.temperature.fill_(1.0)
-            self.top_p.fill_(1.0)
-            replay = self.capture.capture(run)
-            entry = DecodeStep(lambda kv_bound: replay(), noise, stop)
-        else:
-            entry = DecodeStep(run, noise, stop)
-        self._steps[key] = entry
-        return entry
 
 
 @dataclass
@@ -369,11 +181,12 @@ class Session:
                     f"this session's max_tokens {self.max_tokens}"
                 )
         lengths = [len(row) for row in new]
-        if len(set(lengths)) == 1 and self.batch_size > 1:
-            self._prefill(list(range(self.batch_size)), new, self.cache)
-        elif set(lengths) == {0, 1} and sum(lengths) > 1:
-            # Rows that sampled their last token while others sat out: one masked step runs them all.
+        if max(lengths) == 1:
+            # Rows that sampled their last token (while others may sit out): one step, the decode step's own
+            # math and KV bound, so a generation split into calls computes what one call would.
             self._step_rows([length == 1 for length in lengths], [row[:1] or [0] for row in new])
+        elif len(set(lengths)) == 1 and self.batch_size > 1:
+            self._prefill(list(range(self.batch_size)), new, self.cache)
         else:
             for index, row in enumerate(new):
                 if row:
@@ -410,10 +223,12 @@ class Session:
         and the KV slot they write at their length is scratch that their next token overwrites."""
         device = self.engine.device
         rows = [i for i, runs in enumerate(active) if runs]
+        # The bound the decode step attends over: a captured step's whole workspace, an eager one's prefix.
+        bound = None if self._decoder().captured else max(self._processed) + 1
         logits = self.model.forward(
             torch.tensor(tokens, dtype=torch.long, device=device),
             torch.tensor(self._processed, dtype=torch.long, device=device),
-            self.cache.prefix(max(self._processed) + 1),
+            self.cache if bound is None else self.cache.prefix(bound),
             logits_at=torch.zeros(self.batch_size, dtype=torch.long, device=device),
             active=torch.tensor(active, device=device),
         )
@@ -453,13 +268,13 @@ class Session:
         decoder = self._decoder()
         with decoder.lock:
             try:
-                step = decoder.step(sampling, _stop_width(len(stop)))
+                step = decoder.step(sampling, stop_width(len(stop)))
             except RuntimeError as error:
                 if not decoder.captured:
                     raise
                 self.engine.stop_capturing(error)
                 decoder.capture = None  # this call still decodes, eagerly, in the dropped workspace
-                step = decoder.step(sampling, _stop_width(len(stop)))
+                step = decoder.step(sampling, stop_width(len(stop)))
             return self._decode(rows, limit_per_row, sampling, stop, decoder, step)
 
     def _decode(
@@ -523,7 +338,7 @@ class Session:
         if engine.capture is not None and self.max_tokens <= engine.max_context:
             return engine.workspace(self.batch_size)
         if self._eager is None:
-            self._eager = Decoder(self.model, self.cache, compiled=self.engine.compile_decode)
+            self._eager = Decoder(self.model, self.cache, compiled=self.engine.options.compile)
         return self._eager
 
     def _generator(self, sampling: SamplingParams) -> torch.Generator:
@@ -532,17 +347,6 @@ class Session:
         if self._random_stream is None or self._random_stream[0] != sampling.seed:
             self._random_stream = (sampling.seed, make_generator(sampling, self.engine.device))
         return self._random_stream[1]
-
-    def fork(self, n: int) -> Session:
-        """A batch-n session whose rows all continue this batch-1 session."""
-        if self.batch_size != 1:
-            raise ValueError(f"fork() needs a batch-1 session, this one has {self.batch_size} rows")
-        child = Session(self.engine, n, self.max_tokens)
-        child.cache.copy_prefix_(self.cache, self._processed[0], source_row=0)
-        child._processed = self._processed * n
-        child._pending = [list(self._pending[0]) for _ in range(n)]
-        child._last_logits.copy_(self._last_logits.expand(n, -1))
-        return child
 
     def copy_row_(self, row: int, source: Session, source_row: int = 0) -> None:
         """Make `row` continue source's row: its KV prefix, GDN states, pending token and next-token logits."""

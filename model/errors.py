@@ -1,9 +1,9 @@
-"""Errors raised while opening a model directory or starting the local engine; every message says what to do."""
+"""Errors raised while opening a model directory, checking the engine's options or starting the local engine; every
+message says what to do."""
 
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 DOWNLOAD_HINT = "hf download trl-lab/qwen3.5-2b-grpo-sqale --local-dir DIR"
 # What `pip install sqlscout` leaves out: the local engine comes with the `local` extra.
@@ -18,12 +18,18 @@ class ModelDirectoryError(Exception):
     """The model directory is missing, incomplete or holds something this engine cannot run."""
 
 
-def no_config_message(model_dir: str | Path) -> str:
-    """Why a directory without config.json is not a model directory, what one holds and how to get one."""
-    return (
-        f"{model_dir} has no config.json, so it is not a model directory: give the directory that holds the "
-        f"model's config.json, tokenizer and safetensors weights (download it with `{DOWNLOAD_HINT}`)"
-    )
+class OptionError(ValueError):
+    """An engine or sampling option has a value the engine cannot run with; `option` is its field name."""
+
+    def __init__(self, option: str, problem: str) -> None:
+        super().__init__(f"{option} {problem}")
+        self.option = option
+        self.problem = problem
+
+    @property
+    def flag_message(self) -> str:
+        """The message naming the option by its command-line flag (the fields' flags share their names)."""
+        return f"--{self.option.replace('_', '-')} {self.problem}"
 
 
 def missing_local_engine() -> str | None:

@@ -27,18 +27,6 @@ INDEX_FILE = "model.safetensors.index.json"
 PROGRESS_BYTES = 256 * 1024 * 1024
 
 
-def check_model_dir(model_dir: str | Path) -> Path:
-    """Return model_dir as a Path, or raise ModelDirectoryError saying how to get a model."""
-    path = Path(model_dir).expanduser()
-    if path.is_file():
-        raise ModelDirectoryError(f"{path} is a file: give the directory that holds it, {path.parent}")
-    if not path.is_dir():
-        raise ModelDirectoryError(
-            f"model directory {path} does not exist. Download the model with: {DOWNLOAD_HINT.replace('DIR', str(path))}"
-        )
-    return path
-
-
 def checkpoint_files(model_dir: Path) -> dict[str, Path]:
     """Map every tensor name of the checkpoint to the safetensors file that holds it."""
     index = model_dir / INDEX_FILE

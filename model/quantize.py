@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import torch
 
-QUANTIZE_CHOICES = ("int8", "int4")
 INT8_MAX = 127
 INT4_LEVELS = 15
 # Group of K sharing one int4 scale and minimum: fp16 scale + minimum cost 0.5 bit a value at 64, and benchmarks.

@@ -18,6 +18,15 @@ ALLOWED = {
     "mcp_server": {"kernels", "model", "dbtools"},
     "benchmarks": {"kernels", "model", "dbtools", "mcp_server"},
 }
+# The model modules that the server imports without the local engine installed, and what that engine needs.
+TORCH_FREE = (
+    "model.errors",
+    "model.model_dir",
+    "model.engine_options",
+    "model.sampling_params",
+    "model.serving.cancel",
+)
+LOCAL_ENGINE_ROOTS = {"torch", "safetensors", "kernels"}
 
 
 def imported_roots(path: Path) -> set[str]:
@@ -47,6 +56,30 @@ def test_the_agent_imports_nothing_from_the_server_side():
     for path in sorted((ROOT / "mcp_server" / "agent").rglob("*.py")):
         for name in imported_roots(path):
             if name.startswith("mcp_server") and not name.startswith("mcp_server.agent"):
+                wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert wrong == []
+
+
+def test_the_serving_layer_imports_only_the_engine():
+    wrong = []
+    for path in sorted((ROOT / "model" / "serving").rglob("*.py")):
+        for name in imported_roots(path):
+            if name.split(".")[0] in PACKAGES and name.split(".")[0] != "model":
+                wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert wrong == []
+
+
+def test_what_the_server_reads_at_start_up_needs_no_torch():
+    """Settings check engine options, sampling and the model directory, and every wait shares the cancel event,
+    in an install without the local engine too: those modules, and the model modules they import, load no
+    torch."""
+    wrong = []
+    for module in TORCH_FREE:
+        path = ROOT / (module.replace(".", "/") + ".py")
+        for name in imported_roots(path):
+            if name.split(".")[0] in LOCAL_ENGINE_ROOTS or (
+                name.startswith("model.") and name not in TORCH_FREE
+            ):
                 wrong.append(f"{path.relative_to(ROOT)} imports {name}")
     assert wrong == []
 

@@ -106,11 +106,12 @@ def local_scenario(db, sizes: list[int], model: str | None, device: str) -> dict
     from benchmarks.concurrency.replayed_local import ReplayedLocalPolicy
     from mcp_server.agent.prompts import load_prompts
     from model.engine import Engine
+    from model.engine_options import EngineOptions
 
     path = checkpoint(model)
-    engine = Engine.load(path, device=device)
+    engine = Engine.load(path, EngineOptions(device=device, max_batch_rows=max(sizes)))
     questions, script_for = scripted_questions()
-    policy = ReplayedLocalPolicy(engine, script_for, max(sizes), load_prompts(path))
+    policy = ReplayedLocalPolicy(engine, script_for, load_prompts(path))
     settings = Settings(max_concurrent_questions=max(sizes), max_batch_rows=max(sizes))
     runner = ModelRunner(settings, db, policy)
     rows = measure(runner, questions, sizes)

@@ -4,7 +4,6 @@ and the episode goes on with the scripted text, so that a random checkpoint runs
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 from mcp_server.agent.chat_format import END_OF_TURN
@@ -13,6 +12,7 @@ from mcp_server.agent.policies.local import LocalPolicy, LocalRun
 from mcp_server.agent.prompts import Prompts
 from model.engine import Engine
 from model.sampling_params import SamplingParams
+from model.serving.cancel import CancelEvent
 
 
 class ReplayedLocalRun(LocalRun):
@@ -28,7 +28,7 @@ class ReplayedLocalRun(LocalRun):
         rows: list[int],
         max_new_tokens: list[int],
         sampling: SamplingParams,
-        cancel: threading.Event | None = None,
+        cancel: CancelEvent | None = None,
     ) -> list[Completion]:
         tokenizer = self._policy.engine.tokenizer
         reply = self.script[self.turn] if self.turn < len(self.script) else ""
@@ -48,10 +48,8 @@ class ReplayedLocalRun(LocalRun):
 class ReplayedLocalPolicy(LocalPolicy):
     """LocalPolicy whose runs replay `script_for(prompt)`; the engine never stops a reply early."""
 
-    def __init__(
-        self, engine: Engine, script_for: Callable[[str], list[str]], max_batch_rows: int, prompts: Prompts
-    ) -> None:
-        super().__init__(engine, prompts, max_batch_rows)
+    def __init__(self, engine: Engine, script_for: Callable[[str], list[str]], prompts: Prompts) -> None:
+        super().__init__(engine, prompts)
         self.script_for = script_for
         self.stop_ids = set()
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from benchmarks.eval.datasets import EvalQuestion
 from benchmarks.eval.datasets.records import read_records
 from mcp_server.agent.policies import Policy, build_policy
+from model.engine_options import EngineOptions
 
 
 def read_replay_scripts(path: str | Path) -> dict[str, list[list[str]]]:
@@ -46,7 +47,7 @@ def policy_source(
             endpoint=endpoint,
             endpoint_model=endpoint_model,
             api_key=api_key,
-            device=device,
+            engine_options=EngineOptions(device=device),
         )
         return lambda question: policy
     if model_dir is None:

@@ -1,10 +1,7 @@
-"""Errors of the agent and its policies; every message says what happened and what to do."""
+"""Errors of the agent and its policies; every message says what happened and what to do. A cancel raises the
+serving layer's Cancelled (model/serving/cancel.py), whichever wait or policy it stops."""
 
 from __future__ import annotations
-
-
-class AgentCancelled(Exception):
-    """The question was cancelled; the episode stopped at a round boundary or between decode chunks."""
 
 
 class PolicyConfigError(ValueError):

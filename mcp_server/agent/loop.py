@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from dbtools.agent_tools import AgentToolbox
 from dbtools.engines import Database
+from dbtools.query_limits import DEFAULT_QUERY_LIMITS
 from mcp_server.agent.dialect import DialectTranslator
 from mcp_server.agent.episode import Episode, EpisodeLimits
-from mcp_server.agent.errors import AgentCancelled
 from mcp_server.agent.metrics import episode_metrics
 from mcp_server.agent.outcome import EpisodeOutcome, conclude, dialect_fields
 from mcp_server.agent.policies.base import Policy, PolicyRun
 from mcp_server.agent.voting import vote
 from model.sampling_params import SamplingParams
+from model.serving.cancel import CancelEvent, Cancelled
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class AgentConfig:
     token_budget: int = EpisodeLimits.token_budget
     sampling: SamplingParams = field(default_factory=SamplingParams)
     samples: int = 1
-    max_result_rows: int = 1000
+    max_result_rows: int = DEFAULT_QUERY_LIMITS.max_rows
 
     def __post_init__(self) -> None:
         for name in ("max_rounds", "max_failed_queries", "token_budget", "samples", "max_result_rows"):
@@ -106,7 +106,7 @@ class Agent:
         *,
         samples: int | None = None,
         on_round: Callable[[RoundEvent], None] | None = None,
-        cancel: threading.Event | None = None,
+        cancel: CancelEvent | None = None,
     ) -> AgentAnswer:
         """Run `samples` episodes (default from the config) and return the answer most of them agree on."""
         started = time.perf_counter()
@@ -151,14 +151,14 @@ class Agent:
         prompt_tokens: int,
         config: AgentConfig,
         on_round: Callable[[RoundEvent], None] | None,
-        cancel: threading.Event | None,
+        cancel: CancelEvent | None,
     ) -> None:
         """Lockstep rounds: append each running episode's next turn, complete them together, apply."""
         appended = {e.row: prompt_tokens for e in episodes}
         round_index = 0
         while running := [e for e in episodes if not e.done]:
             if cancel is not None and cancel.is_set():
-                raise AgentCancelled("the question was cancelled")
+                raise Cancelled("the question was cancelled")
             round_index += 1
             texts = {e.row: e.pending for e in running if e.pending}
             for row, text in texts.items():

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import shutil
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from mcp_server.agent import Agent, AgentConfig
-from mcp_server.agent.errors import AgentCancelled, EndpointError
+from mcp_server.agent.errors import EndpointError
 from mcp_server.agent.policies import build_policy
 from mcp_server.agent.policies.endpoint import EndpointPolicy, completions_url
 from model.sampling_params import SamplingParams
+from model.serving.cancel import CancelEvent, Cancelled
 from tests.completions_server import HOLD, CompletionsServer, completion
 
 LIST = '{"tool": "list_tables", "args": {}}'
@@ -101,13 +101,13 @@ def test_unreachable_endpoint_says_so(sqlite_db):
 
 
 def test_a_cancel_cuts_off_the_requests_in_flight_and_sends_no_more(sqlite_db):
-    cancel = threading.Event()
+    cancel = CancelEvent()
     with CompletionsServer([HOLD, HOLD]) as server, ThreadPoolExecutor(1) as pool:
         policy = EndpointPolicy(server.url, "m")
         asking = pool.submit(Agent(sqlite_db, policy).ask, "How many employees?", samples=2, cancel=cancel)
         server.wait_for_requests(2)
         cancel.set()
-        with pytest.raises(AgentCancelled):
+        with pytest.raises(Cancelled):
             asking.result(timeout=2)
         deadline = time.monotonic() + 2
         while server.hung_up < 2:
@@ -117,7 +117,7 @@ def test_a_cancel_cuts_off_the_requests_in_flight_and_sends_no_more(sqlite_db):
 
 
 def test_a_cancel_ends_the_backoff_before_a_retry(sqlite_db):
-    cancel = threading.Event()
+    cancel = CancelEvent()
     with CompletionsServer([(503, {"error": {"message": "busy"}})]) as server:
         policy = EndpointPolicy(server.url, "m", backoff_s=30)
         asking = ThreadPoolExecutor(1).submit(
@@ -125,7 +125,7 @@ def test_a_cancel_ends_the_backoff_before_a_retry(sqlite_db):
         )
         server.wait_for_requests(1)
         cancel.set()
-        with pytest.raises(AgentCancelled):
+        with pytest.raises(Cancelled):
             asking.result(timeout=2)
     assert len(server.requests) == 1
 

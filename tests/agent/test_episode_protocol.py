@@ -4,13 +4,12 @@ model would see after each round, the round and failure limits, and how episodes
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
 from mcp_server.agent import Agent, AgentConfig
-from mcp_server.agent.errors import AgentCancelled
 from mcp_server.agent.policies.replay import ReplayPolicy
+from model.serving.cancel import CancelEvent, Cancelled
 
 QUESTION = "Which employees work in Sales?"
 HEADER = "<|im_end|>\n<|im_start|>assistant\n<think>\n"
@@ -209,7 +208,7 @@ def test_samples_vote_on_result_sets(db, tokenizer):
 
 def test_progress_and_cancellation(db, tokenizer):
     events = []
-    cancel = threading.Event()
+    cancel = CancelEvent()
 
     def on_round(event):
         events.append(event)
@@ -217,7 +216,7 @@ def test_progress_and_cancellation(db, tokenizer):
             cancel.set()
 
     policy = ReplayPolicy.with_tokenizer([[f"</think>\n{LIST}\n{LIST}"] * 6], tokenizer)
-    with pytest.raises(AgentCancelled):
+    with pytest.raises(Cancelled):
         Agent(db, policy, AgentConfig()).ask(QUESTION, on_round=on_round, cancel=cancel)
     assert [(e.round, e.max_rounds, e.calls) for e in events] == [
         (1, 7, ("list_tables", "list_tables")),

@@ -5,18 +5,20 @@ chunks, each keeps its own episode (greedy replies as when alone), memory stays 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 
 from benchmarks.random_checkpoint import write_tiny_checkpoint
 from mcp_server.agent import Agent, AgentConfig
-from mcp_server.agent.errors import AgentCancelled
-from mcp_server.agent.policies import local_batch
 from mcp_server.agent.policies.local import LocalPolicy
 from mcp_server.agent.prompts import Prompts
 from model.engine import Engine
-from model.row_pool import RowPool
+from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
+from model.serving import scheduler
+from model.serving.cancel import CancelEvent, Cancelled
+from model.serving.row_pool import RowPool
 
 PROMPTS = Prompts(system="Answer with SQLite.", user_template="Q: {question}")
 # Room for one long reply of the random model and nothing after it.
@@ -27,7 +29,15 @@ GUARD_S = 60.0
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory) -> Engine:
-    return Engine.load(write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-qwen35")), device="cpu")
+    return Engine.load(
+        write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-qwen35")), EngineOptions(device="cpu")
+    )
+
+
+def limited_policy(engine: Engine, max_batch_rows: int) -> LocalPolicy:
+    """A policy on the engine's model whose batch holds at most max_batch_rows rows."""
+    options = replace(engine.options, max_batch_rows=max_batch_rows)
+    return LocalPolicy(Engine(engine.model, engine.tokenizer, options), PROMPTS)
 
 
 class BatchLog:
@@ -70,7 +80,7 @@ def wait_for(condition, what: str) -> None:
 def test_a_question_arriving_mid_reply_joins_the_batch_and_each_keeps_its_own_reply(
     engine, sqlite_db, monkeypatch
 ):
-    monkeypatch.setattr(local_batch, "DECODE_CHUNK_TOKENS", 4)
+    monkeypatch.setattr(scheduler, "DECODE_CHUNK_TOKENS", 4)
     config = AgentConfig(token_budget=BUDGET, sampling=GREEDY)
     alone = {}
     for question in ("How many employees?", "Which department is largest?"):
@@ -109,8 +119,8 @@ def test_a_question_arriving_mid_reply_joins_the_batch_and_each_keeps_its_own_re
 
 
 def test_questions_past_the_row_limit_wait_in_order_of_arrival(engine, sqlite_db, monkeypatch):
-    monkeypatch.setattr(local_batch, "DECODE_CHUNK_TOKENS", 8)
-    policy = LocalPolicy(engine, PROMPTS, max_batch_rows=2)
+    monkeypatch.setattr(scheduler, "DECODE_CHUNK_TOKENS", 8)
+    policy = limited_policy(engine, 2)
     log = BatchLog(monkeypatch)
     config = AgentConfig(token_budget=BUDGET, sampling=SamplingParams(seed=7))
     answers: dict = {}
@@ -124,7 +134,7 @@ def test_questions_past_the_row_limit_wait_in_order_of_arrival(engine, sqlite_db
 
 
 def test_samples_of_a_question_need_rows_of_their_own(engine, sqlite_db):
-    policy = LocalPolicy(engine, PROMPTS, max_batch_rows=2)
+    policy = limited_policy(engine, 2)
     config = AgentConfig(token_budget=BUDGET, sampling=SamplingParams(seed=2), samples=3)
     # More samples than the limit: the question runs alone, with all its rows.
     answer = Agent(sqlite_db, policy, config).ask("How many employees?")
@@ -133,20 +143,20 @@ def test_samples_of_a_question_need_rows_of_their_own(engine, sqlite_db):
 
 
 def test_a_question_cancelled_while_waiting_for_rows_leaves_the_line_at_once(engine, sqlite_db, monkeypatch):
-    policy = LocalPolicy(engine, PROMPTS, max_batch_rows=1)
+    policy = limited_policy(engine, 1)
     go = threading.Event()
     BatchLog(monkeypatch, lambda pool, parts: go.wait(GUARD_S))  # the first question holds the engine
     config = AgentConfig(token_budget=BUDGET, sampling=SamplingParams(seed=7))
     answers: dict = {}
     first = ask_in_thread(Agent(sqlite_db, policy, config), "first?", answers)
     wait_for(lambda: policy.scheduler.pool.rows_in_use == 1, "first question holding the row")
-    cancel = threading.Event()
+    cancel = CancelEvent()
     outcome: dict = {}
 
     def ask_second() -> None:
         try:
             Agent(sqlite_db, policy, config).ask("second?", cancel=cancel)
-        except AgentCancelled as error:
+        except Cancelled as error:
             outcome["cancelled"] = error
 
     second = threading.Thread(target=ask_second)

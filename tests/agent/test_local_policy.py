@@ -12,13 +12,15 @@ import torch
 
 from benchmarks.random_checkpoint import write_tiny_checkpoint
 from mcp_server.agent import Agent, AgentConfig
-from mcp_server.agent.errors import AgentCancelled, ModelOutOfMemoryError
-from mcp_server.agent.policies import local_batch
+from mcp_server.agent.errors import ModelOutOfMemoryError
 from mcp_server.agent.policies.local import LocalPolicy
 from mcp_server.agent.prompts import Prompts
 from model.engine import Engine, Session
-from model.row_pool import RowPool
+from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
+from model.serving import scheduler
+from model.serving.cancel import CancelEvent, Cancelled
+from model.serving.row_pool import RowPool
 
 # Far below the 256 tokens another round needs: after the first reply neither a second round nor the forced
 # final turn fits, so a model that writes no runnable call in that reply ends out of tokens with no SQL.
@@ -30,7 +32,7 @@ PROMPTS = Prompts(system="Answer with SQLite.", user_template="Q: {question}")
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory) -> LocalPolicy:
     model_dir = write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-qwen35"))
-    return LocalPolicy(Engine.load(model_dir, device="cpu"), PROMPTS)
+    return LocalPolicy(Engine.load(model_dir, EngineOptions(device="cpu")), PROMPTS)
 
 
 def _check_episode(trace, budget: int) -> None:
@@ -82,8 +84,8 @@ def test_questions_after_the_first_prefill_only_their_own_user_turn(policy, sqli
 
 
 def test_a_cancel_stops_decoding_at_the_next_chunk_and_gives_the_rows_back(policy, monkeypatch):
-    monkeypatch.setattr(local_batch, "DECODE_CHUNK_TOKENS", 2)
-    cancel, noticed = threading.Event(), threading.Event()
+    monkeypatch.setattr(scheduler, "DECODE_CHUNK_TOKENS", 2)
+    cancel, noticed = CancelEvent(), threading.Event()
     original = RowPool.generate
 
     def cancelled_during_the_first_chunk(pool, *args, **kwargs):
@@ -95,7 +97,7 @@ def test_a_cancel_stops_decoding_at_the_next_chunk_and_gives_the_rows_back(polic
     monkeypatch.setattr(RowPool, "generate", cancelled_during_the_first_chunk)
     run = policy.start(policy.chat.first_prompt("s", "q"), 1, 64)
     prompt_length = run.length(0)
-    with pytest.raises(AgentCancelled):
+    with pytest.raises(Cancelled):
         try:
             # The seeded random model samples no stop token in its first two steps.
             run.complete([0], [10], SamplingParams(seed=1), cancel)

@@ -73,7 +73,7 @@ def test_malformed_or_incomplete_reference_falls_back_with_a_warning(tmp_path, c
     ("kwargs", "message"),
     [
         ({}, "no text-to-SQL model is configured: .*hf download"),
-        ({"model_dir": "/nonexistent/sqlscout-model"}, "does not exist; .*hf download"),
+        ({"model_dir": "/nonexistent/sqlscout-model"}, "does not exist: .*hf download"),
         ({"endpoint": "http://127.0.0.1:9"}, "SQLSCOUT_ENDPOINT_MODEL"),
     ],
 )

@@ -4,6 +4,7 @@ from benchmarks.agent_episode import _call, _turn, main, run_episode
 from benchmarks.eval.datasets import load_questions
 from dbtools.engines import open_database
 from model.engine import Engine
+from model.engine_options import EngineOptions
 from tests.usage_errors import usage_error
 
 
@@ -13,7 +14,7 @@ def test_forced_replay_runs_every_token_once_and_counts_the_resend_peer(tiny_mod
         _turn("Look.", _call("run_query", sql="SELECT COUNT(*) FROM countries WHERE continent = 'Europe'")),
         _turn("Done.", _call("submit_sql", sql="SELECT COUNT(*) FROM countries WHERE continent = 'Europe'")),
     ]
-    engine = Engine.load(tiny_model_dir, device="cpu")
+    engine = Engine.load(tiny_model_dir, EngineOptions(device="cpu"))
     with open_database(None) as db:
         episode = run_episode(engine, db, question, script)
 
@@ -27,7 +28,7 @@ def test_forced_replay_runs_every_token_once_and_counts_the_resend_peer(tiny_mod
 
 def test_a_bad_device_or_model_directory_is_reported_in_one_line(tmp_path, capsys, monkeypatch):
     assert main(["--model", str(tmp_path / "absent"), "--out", str(tmp_path)]) == 1
-    assert "error: model directory" in capsys.readouterr().err
+    assert "absent does not exist: give the directory that holds the model's" in capsys.readouterr().err
     monkeypatch.setenv("SQLSCOUT_DEVICE", "gpu")
     err = usage_error(lambda: main(["--out", str(tmp_path)]), capsys)
     assert "argument --device: invalid choice: 'gpu'" in err

@@ -12,6 +12,7 @@ from dbtools.engines import open_database
 from mcp_server.agent import Agent
 from mcp_server.agent.prompts import Prompts
 from model.engine import Engine
+from model.engine_options import EngineOptions
 from tests.usage_errors import usage_error
 
 SQL = "SELECT COUNT(*) FROM countries WHERE continent = 'Europe'"
@@ -22,8 +23,8 @@ SCRIPT = [
 
 
 def test_a_replayed_reply_is_decoded_token_by_token_in_the_batch(tiny_model_dir):
-    engine = Engine.load(tiny_model_dir, device="cpu")
-    policy = ReplayedLocalPolicy(engine, lambda prompt: SCRIPT, 4, Prompts())
+    engine = Engine.load(tiny_model_dir, EngineOptions(device="cpu", max_batch_rows=4))
+    policy = ReplayedLocalPolicy(engine, lambda prompt: SCRIPT, Prompts())
     with open_database(None) as db:
         answer = Agent(db, policy).ask("How many countries are in Europe?")
     trace = answer.chosen.trace

@@ -9,6 +9,7 @@ import torch
 
 from benchmarks.random_checkpoint import build_tokenizer_json, write_tiny_checkpoint
 from model.engine import Engine
+from model.engine_options import EngineOptions
 
 # Several shapes so that a wrong stride, head mapping or layer dispatch cannot pass by luck.
 VARIANTS = {
@@ -85,7 +86,7 @@ def checkpoint_dirs(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def engines(checkpoint_dirs) -> dict[str, Engine]:
     return {
-        name: Engine.load(path, device="cpu", dtype=torch.float32, max_context=512)
+        name: Engine.load(path, EngineOptions(device="cpu", dtype="float32", max_context=512))
         for name, path in checkpoint_dirs.items()
     }
 

@@ -13,6 +13,7 @@ import torch
 
 from model.__main__ import build_parser, main
 from model.engine import Engine
+from model.engine_options import EngineOptions
 from tests.usage_errors import usage_error
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,4 +115,4 @@ def test_a_bad_kernel_backend_is_reported_without_a_traceback():
 def test_cuda_without_a_cuda_device_says_to_use_the_cpu(checkpoint_dirs, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="no CUDA device here: use device cpu"):
-        Engine.load(checkpoint_dirs["text_tied"], device="cuda")
+        Engine.load(checkpoint_dirs["text_tied"], EngineOptions(device="cuda"))

@@ -3,12 +3,16 @@ decoding the same tokens, logits and caches as the eager step."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from benchmarks.random_checkpoint import write_tiny_checkpoint
 from model.decode_step import decode_step
-from model.engine import Decoder, Engine
+from model.decoder import Decoder
+from model.engine import Engine
+from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
 
 GREEDY = SamplingParams(temperature=0)
@@ -20,7 +24,7 @@ SMALL = dict(vocab_size=300, num_hidden_layers=2, full_attention_interval=2)
 @pytest.fixture(scope="module")
 def small_engine(tmp_path_factory) -> Engine:
     directory = write_tiny_checkpoint(tmp_path_factory.mktemp("small"), text_config=SMALL, seed=5)
-    return Engine.load(directory, device="cpu", dtype=torch.float32, max_context=128)
+    return Engine.load(directory, EngineOptions(device="cpu", dtype="float32", max_context=128))
 
 
 @pytest.mark.parametrize("sampling", [GREEDY, NUCLEUS], ids=["greedy", "nucleus"])
@@ -40,7 +44,7 @@ def test_the_decode_step_is_one_graph_without_breaks(engines, sampling):
 
 
 def test_compiled_decoding_matches_eager_decoding(small_engine):
-    compiled = Engine(small_engine.model, small_engine.tokenizer, max_context=128, compile_decode=True)
+    compiled = Engine(small_engine.model, small_engine.tokenizer, replace(small_engine.options, compile=True))
     outputs = {}
     for name, engine in (("eager", small_engine), ("compiled", compiled)):
         session = engine.new_session(batch_size=2, max_tokens=64)
@@ -64,7 +68,7 @@ def test_compiled_decoding_matches_eager_decoding(small_engine):
 
 
 def test_warming_up_compiles_the_step_a_later_session_of_one_row_runs(small_engine):
-    compiled = Engine(small_engine.model, small_engine.tokenizer, max_context=128, compile_decode=True)
+    compiled = Engine(small_engine.model, small_engine.tokenizer, replace(small_engine.options, compile=True))
     sampling = SamplingParams(temperature=0.7, top_k=10, top_p=0.8, seed=1)  # a mode no other test compiles
     graphs = torch._dynamo.utils.counters["stats"]
     before = graphs["unique_graphs"]

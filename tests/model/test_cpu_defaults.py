@@ -10,8 +10,9 @@ import pytest
 import torch
 
 import model.cpu as cpu
-import model.engine as engine_module
-from model.engine import Engine, default_dtype, set_cpu_threads
+from model.cpu import default_dtype, set_cpu_threads
+from model.engine import Engine
+from model.engine_options import EngineOptions
 
 
 def _fake_cpu(monkeypatch, machine: str, **checks: bool) -> None:
@@ -54,21 +55,23 @@ def test_arm_bf16_is_native_with_the_bf16_extension(monkeypatch, has_bf16):
 
 @pytest.mark.parametrize(("native", "expected"), [(True, torch.bfloat16), (False, torch.float32)])
 def test_cpu_default_dtype_follows_native_bf16_and_a_gpu_always_gets_bf16(monkeypatch, native, expected):
-    monkeypatch.setattr(engine_module, "native_bf16", lambda: native)
+    monkeypatch.setattr(cpu, "native_bf16", lambda: native)
     assert default_dtype(torch.device("cpu")) == expected
     assert default_dtype(torch.device("cuda")) == torch.bfloat16
 
 
 def test_load_logs_the_chosen_dtype_once_and_a_given_dtype_wins(monkeypatch, caplog, checkpoint_dirs):
-    monkeypatch.setattr(engine_module, "native_bf16", lambda: True)
-    with caplog.at_level(logging.INFO, logger="model.engine"):
-        chosen = Engine.load(checkpoint_dirs["text_mqa"], device="cpu", max_context=64)
+    monkeypatch.setattr(cpu, "native_bf16", lambda: True)
+    with caplog.at_level(logging.INFO, logger="model.cpu"):
+        chosen = Engine.load(checkpoint_dirs["text_mqa"], EngineOptions(device="cpu", max_context=64))
     said = [r.getMessage() for r in caplog.records if "on the CPU" in r.getMessage()]
     assert chosen.dtype == torch.bfloat16
     assert said == ["computing in bfloat16 on the CPU: the CPU multiplies bf16 natively (--dtype overrides)"]
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="model.engine"):
-        given = Engine.load(checkpoint_dirs["text_mqa"], device="cpu", dtype=torch.float32, max_context=64)
+    with caplog.at_level(logging.INFO, logger="model.cpu"):
+        given = Engine.load(
+            checkpoint_dirs["text_mqa"], EngineOptions(device="cpu", dtype="float32", max_context=64)
+        )
     assert given.dtype == torch.float32
     assert not [r for r in caplog.records if "on the CPU" in r.getMessage()]
 
@@ -97,7 +100,7 @@ def test_only_the_cores_this_process_may_use_count(monkeypatch, tmp_path):
 
 def test_threads_default_to_the_physical_cores_unless_omp_decides(monkeypatch):
     before = torch.get_num_threads()
-    monkeypatch.setattr(engine_module, "physical_cores", lambda: 1)
+    monkeypatch.setattr(cpu, "physical_cores", lambda: 1)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     try:
         assert set_cpu_threads(None) == 1
@@ -105,7 +108,7 @@ def test_threads_default_to_the_physical_cores_unless_omp_decides(monkeypatch):
         monkeypatch.setenv("OMP_NUM_THREADS", "2")
         assert set_cpu_threads(None) == 2
         assert set_cpu_threads(1) == 1
-        with pytest.raises(ValueError, match="threads must be at least 1"):
-            set_cpu_threads(0)
     finally:
         torch.set_num_threads(before)
+    with pytest.raises(ValueError, match="threads must be at least 1, not 0"):
+        EngineOptions(threads=0)

@@ -13,6 +13,7 @@ from safetensors.torch import load_file, save_file
 from model import cpu_weights
 from model.cpu_weights import PRODUCT_MAX_ROWS, CpuWeight, cpu_linear, to_cpu_weight
 from model.engine import QUANTIZED_CACHE, Engine
+from model.engine_options import EngineOptions
 from model.linear import linear
 from model.loader import is_matrix
 from model.quantize import INT4_GROUP, quantize_int4, quantize_int8
@@ -115,7 +116,7 @@ def bf16_checkpoint(checkpoint_dirs, tmp_path_factory):
 def test_bf16_stored_weights_give_the_outputs_of_fp32_copies(bf16_checkpoint):
     """The default on a CPU without native bf16: bf16 weights widened in the products, fp32 everywhere else,
     against the same model holding fp32 copies of those weights (the default before weights stayed bf16)."""
-    engine = Engine.load(bf16_checkpoint, device="cpu", dtype=torch.float32, max_context=256)
+    engine = Engine.load(bf16_checkpoint, EngineOptions(device="cpu", dtype="float32", max_context=256))
     stored = engine.model.weights
     kinds = {w.kind for w in stored.values() if isinstance(w, CpuWeight)}
     assert kinds == {"bfloat16"}
@@ -124,7 +125,7 @@ def test_bf16_stored_weights_give_the_outputs_of_fp32_copies(bf16_checkpoint):
         name: w.dequantize()[: w.shape[0], : w.shape[1]] if isinstance(w, CpuWeight) else w.float()
         for name, w in stored.items()
     }
-    fp32 = Engine(Qwen35Model(engine.config, plain), engine.tokenizer, max_context=256)
+    fp32 = Engine(Qwen35Model(engine.config, plain), engine.tokenizer, engine.options)
     prompt = list(range(100, 160))
     outputs = {}
     for name, candidate in {"stored": engine, "fp32": fp32}.items():
@@ -138,7 +139,7 @@ def test_bf16_stored_weights_give_the_outputs_of_fp32_copies(bf16_checkpoint):
 
 
 def test_bf16_stored_weights_hold_half_the_bytes(bf16_checkpoint):
-    engine = Engine.load(bf16_checkpoint, device="cpu", dtype=torch.float32, max_context=64)
+    engine = Engine.load(bf16_checkpoint, EngineOptions(device="cpu", dtype="float32", max_context=64))
     matrices = [w for name, w in engine.model.weights.items() if is_matrix(name)]
     assert all(w.tiles.dtype == torch.bfloat16 for w in matrices)
 
@@ -148,7 +149,9 @@ def test_bf16_stored_weights_hold_half_the_bytes(bf16_checkpoint):
 def test_load_quantizes_every_projection_and_the_head_and_keeps_the_rest(
     checkpoint_dirs, engines, variant, quantize
 ):
-    quantized = Engine.load(checkpoint_dirs[variant], device="cpu", dtype=torch.float32, quantize=quantize)
+    quantized = Engine.load(
+        checkpoint_dirs[variant], EngineOptions(device="cpu", dtype="float32", quantize=quantize)
+    )
     dense = engines[variant].model.weights
     weights = quantized.model.weights
     assert weights.keys() == dense.keys()
@@ -179,7 +182,7 @@ def test_int4_projections_of_the_real_width_are_int4(tmp_path):
     directory = write_tiny_checkpoint(
         tmp_path / "wide", text_config=dict(hidden_size=128, intermediate_size=192, num_hidden_layers=2)
     )
-    engine = Engine.load(directory, device="cpu", dtype=torch.float32, quantize="int4")
+    engine = Engine.load(directory, EngineOptions(device="cpu", dtype="float32", quantize="int4"))
     kinds = {name: w.kind for name, w in engine.model.weights.items() if isinstance(w, CpuWeight)}
     assert kinds.pop("lm_head.weight") == "int8"
     assert set(kinds.values()) == {"int4"}
@@ -200,8 +203,8 @@ def test_quantized_logits_stay_close_to_the_fp32_ones(checkpoint_dirs, engines):
         return session.last_logits[0]
 
     reference = next_logits(engines["text_tied"])
-    bf16 = next_logits(Engine.load(path, device="cpu", dtype=torch.bfloat16))
-    int8 = next_logits(Engine.load(path, device="cpu", dtype=torch.float32, quantize="int8"))
+    bf16 = next_logits(Engine.load(path, EngineOptions(device="cpu", dtype="bfloat16")))
+    int8 = next_logits(Engine.load(path, EngineOptions(device="cpu", dtype="float32", quantize="int8")))
     error = {
         name: ((logits - reference).abs().max() / reference.abs().max()).item()
         for name, logits in {"bf16": bf16, "int8": int8}.items()
@@ -209,18 +212,22 @@ def test_quantized_logits_stay_close_to_the_fp32_ones(checkpoint_dirs, engines):
     assert 0 < error["int8"] <= 2 * error["bf16"]
 
 
-def test_quantization_runs_on_the_cpu_only(checkpoint_dirs):
-    with pytest.raises(ValueError, match="CPU only"):
-        Engine.load(checkpoint_dirs["text_tied"], device="meta", quantize="int8")
+def test_quantization_runs_on_the_cpu_only():
+    with pytest.raises(ValueError, match="quantize runs a model on the CPU only"):
+        EngineOptions(device="cuda", quantize="int8")
+    with pytest.raises(ValueError, match="quantize runs a model on the CPU only"):
+        EngineOptions(quantize="int8").check_device("cuda")  # the default device, once it is known
 
 
-def test_an_unknown_quantization_is_refused(checkpoint_dirs):
-    with pytest.raises(ValueError, match="unknown quantization 'int3'"):
-        Engine.load(checkpoint_dirs["text_tied"], device="cpu", quantize="int3")
+def test_an_unknown_quantization_is_refused():
+    with pytest.raises(ValueError, match="quantize must be one of int8, int4, not 'int3'"):
+        EngineOptions(device="cpu", quantize="int3")
 
 
 def _load(directory, cache_dir, quantize: str) -> Engine:
-    return Engine.load(directory, device="cpu", dtype=torch.float32, quantize=quantize, cache_dir=cache_dir)
+    return Engine.load(
+        directory, EngineOptions(device="cpu", dtype="float32", quantize=quantize, cache_dir=cache_dir)
+    )
 
 
 def _same(a: CpuWeight, b: CpuWeight) -> bool:

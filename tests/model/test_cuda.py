@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from model.cache import ModelCache
 from model.engine import Engine, Session
+from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
 
 pytestmark = [
@@ -18,7 +21,9 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def cuda_engine(checkpoint_dirs) -> Engine:
     # The Triton gated delta rule takes power-of-two head dims >= 16, which this variant has.
-    return Engine.load(checkpoint_dirs["text_tied"], device="cuda", dtype=torch.float32, max_context=256)
+    return Engine.load(
+        checkpoint_dirs["text_tied"], EngineOptions(device="cuda", dtype="float32", max_context=256)
+    )
 
 
 def test_logits_match_transformers_on_cuda(cuda_engine, references):
@@ -69,7 +74,7 @@ def _assert_state_close(got: Session, want: Session, tolerance: float) -> None:
 def test_captured_decode_leaves_the_caches_and_logits_of_eager_decode(cuda_engine):
     """Graph replay against the eager decode kernels fed the same tokens: sampled tokens are only the input,
     the comparison is of caches and logits (tokens could part over a near-tie without anything being wrong)."""
-    eager = Engine(cuda_engine.model, cuda_engine.tokenizer, max_context=256, cuda_graph=False)
+    eager = Engine(cuda_engine.model, cuda_engine.tokenizer, replace(cuda_engine.options, cuda_graph=False))
     prompts = [
         torch.randint(
             0, cuda_engine.config.vocab_size, (n,), generator=torch.Generator().manual_seed(n)

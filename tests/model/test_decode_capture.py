@@ -4,6 +4,8 @@ the capture writes only the spare slot, and the torch decode step reads nothing 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -13,6 +15,7 @@ from model.engine import Engine
 from model.sampling import sample
 from model.sampling_params import SamplingParams
 from tests.model.emulated_graph import EmulatedCapture, HostReadError, no_host_reads
+from tests.model.forked_rows import forked
 
 GREEDY = SamplingParams(temperature=0)
 NUCLEUS = SamplingParams(temperature=0.8, top_k=20, top_p=0.9, seed=3)
@@ -32,8 +35,8 @@ def pair(engines, variant):
     """(engine whose decode steps are captured by an EmulatedCapture, eager engine, the capture)."""
     base = engines[variant]
     capture = EmulatedCapture()
-    captured = Engine(base.model, base.tokenizer, max_context=base.max_context, capture=capture)
-    eager = Engine(base.model, base.tokenizer, max_context=base.max_context, cuda_graph=False)
+    captured = Engine(base.model, base.tokenizer, base.options, capture=capture)
+    eager = Engine(base.model, base.tokenizer, replace(base.options, cuda_graph=False))
     return captured, eager, capture
 
 
@@ -91,7 +94,7 @@ def test_forked_rows(pair):
     for engine in (captured, eager):
         parent = engine.new_session()
         parent.append(prompt)
-        children = parent.fork(3)
+        children = forked(parent, 3)
         tokens = children.generate(10, WHOLE_VOCABULARY, stop_ids=set())
         tokens += parent.generate(6, GREEDY, stop_ids=set())
         results.append((parent, children, tokens))
@@ -123,11 +126,9 @@ def test_one_capture_per_batch_size_and_sampling_mode(pair):
         root = captured.new_session()
         root.append(_prompt(eager, 11 + question, seed=question))
         root.generate(4, GREEDY, stop_ids=set())
-        forked = root.fork(2)
-        forked.generate(4, NUCLEUS, stop_ids=set())
-        forked.generate(
-            3, SamplingParams(temperature=0.5, top_k=20, top_p=0.7, seed=question), stop_ids=set()
-        )
+        rows = forked(root, 2)
+        rows.generate(4, NUCLEUS, stop_ids=set())
+        rows.generate(3, SamplingParams(temperature=0.5, top_k=20, top_p=0.7, seed=question), stop_ids=set())
         root.generate(3, GREEDY, stop_ids={1, 2})
     # batch 1 greedy; batch 2 with top-k 20 and top-p on: temperatures and top_p values share one step.
     assert capture.captures == 2
@@ -191,8 +192,8 @@ class FailingCapture:
 
 def test_a_failed_capture_falls_back_to_eager_decoding(engines, caplog):
     base = engines["text_mqa"]
-    failing = Engine(base.model, base.tokenizer, max_context=base.max_context, capture=FailingCapture())
-    eager = Engine(base.model, base.tokenizer, max_context=base.max_context, cuda_graph=False)
+    failing = Engine(base.model, base.tokenizer, base.options, capture=FailingCapture())
+    eager = Engine(base.model, base.tokenizer, replace(base.options, cuda_graph=False))
     for question in range(2):
         prompt = _prompt(eager, 19, seed=question)
         sessions = [engine.new_session() for engine in (failing, eager)]

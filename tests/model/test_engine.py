@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from model.sampling_params import SamplingParams
+from tests.model.forked_rows import forked
 
 GREEDY = SamplingParams(temperature=0)
 
@@ -97,7 +98,7 @@ def test_fork_rows_continue_the_parent(engines, variant):
     parent = engine.new_session()
     prompt = _prompt(engine, 33, seed=6)
     parent.append(prompt)
-    children = parent.fork(3)
+    children = forked(parent, 3)
     assert children.lengths == [33, 33, 33]
     sampled = children.generate(
         12, SamplingParams(temperature=1.0, top_k=0, top_p=1.0, seed=7), stop_ids=set()

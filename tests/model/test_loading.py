@@ -11,6 +11,7 @@ import torch
 from model.config import Qwen35Config
 from model.cpu_weights import CpuWeight
 from model.engine import Engine
+from model.engine_options import EngineOptions
 from model.errors import ModelDirectoryError
 
 
@@ -37,7 +38,9 @@ def test_tied_head_shares_the_embedding(engines):
 
 
 def test_loads_in_bfloat16(checkpoint_dirs):
-    engine = Engine.load(checkpoint_dirs["text_mqa"], device="cpu", dtype=torch.bfloat16, max_context=64)
+    engine = Engine.load(
+        checkpoint_dirs["text_mqa"], EngineOptions(device="cpu", dtype="bfloat16", max_context=64)
+    )
     projection = engine.model.weights["layers.0.mlp.gate_up_proj.weight"]
     assert isinstance(projection, CpuWeight) and projection.kind == "float32"  # the checkpoint stores fp32
     assert engine.model.weights["layers.1.linear_attn.A_log"].dtype == torch.float32
@@ -48,25 +51,25 @@ def test_loads_in_bfloat16(checkpoint_dirs):
 
 def test_missing_directory_says_how_to_download(tmp_path):
     with pytest.raises(ModelDirectoryError, match="hf download trl-lab/qwen3.5-2b-grpo-sqale --local-dir"):
-        Engine.load(tmp_path / "nowhere", device="cpu")
+        Engine.load(tmp_path / "nowhere", EngineOptions(device="cpu"))
 
 
 def test_a_file_given_as_the_directory_names_its_folder(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(ModelDirectoryError, match="config.json is a file: give the directory that holds it"):
-        Engine.load(tmp_path / "config.json", device="cpu")
+        Engine.load(tmp_path / "config.json", EngineOptions(device="cpu"))
 
 
 def test_directory_without_config(tmp_path):
     with pytest.raises(ModelDirectoryError, match="no config.json"):
-        Engine.load(tmp_path, device="cpu")
+        Engine.load(tmp_path, EngineOptions(device="cpu"))
 
 
 def test_missing_weights(tmp_path, checkpoint_dirs):
     directory = _copy(checkpoint_dirs["text_mqa"], tmp_path / "m")
     (directory / "model.safetensors").unlink()
     with pytest.raises(ModelDirectoryError, match="holds no weights.*hf download"):
-        Engine.load(directory, device="cpu")
+        Engine.load(directory, EngineOptions(device="cpu"))
 
 
 def test_missing_shard(tmp_path, checkpoint_dirs):
@@ -74,14 +77,14 @@ def test_missing_shard(tmp_path, checkpoint_dirs):
     shard = sorted(directory.glob("model-*.safetensors"))[0]
     shard.unlink()
     with pytest.raises(ModelDirectoryError, match=shard.name):
-        Engine.load(directory, device="cpu")
+        Engine.load(directory, EngineOptions(device="cpu"))
 
 
 def test_missing_tokenizer(tmp_path, checkpoint_dirs):
     directory = _copy(checkpoint_dirs["text_mqa"], tmp_path / "m")
     (directory / "tokenizer.json").unlink()
     with pytest.raises(ModelDirectoryError, match="no tokenizer.json"):
-        Engine.load(directory, device="cpu")
+        Engine.load(directory, EngineOptions(device="cpu"))
 
 
 def test_unsupported_architecture(tmp_path, checkpoint_dirs):
@@ -90,7 +93,7 @@ def test_unsupported_architecture(tmp_path, checkpoint_dirs):
     config.update(model_type="llama", architectures=["LlamaForCausalLM"])
     (directory / "config.json").write_text(json.dumps(config))
     with pytest.raises(ModelDirectoryError, match="unsupported architecture.*LlamaForCausalLM"):
-        Engine.load(directory, device="cpu")
+        Engine.load(directory, EngineOptions(device="cpu"))
 
 
 def test_shape_disagreeing_with_config_names_the_tensor(tmp_path, checkpoint_dirs):
@@ -101,7 +104,7 @@ def test_shape_disagreeing_with_config_names_the_tensor(tmp_path, checkpoint_dir
     with pytest.raises(
         ModelDirectoryError, match=r"model\.layers\.0\.mlp\.(gate|up|down)_proj\.weight has shape"
     ):
-        Engine.load(directory, device="cpu")
+        Engine.load(directory, EngineOptions(device="cpu"))
 
 
 def test_missing_tensor_is_named(tmp_path, checkpoint_dirs):
@@ -112,7 +115,7 @@ def test_missing_tensor_is_named(tmp_path, checkpoint_dirs):
     config["layer_types"].append("linear_attention")
     (directory / "config.json").write_text(json.dumps(config))
     with pytest.raises(ModelDirectoryError, match=r"lacks model\.layers\.3\."):
-        Engine.load(directory, device="cpu")
+        Engine.load(directory, EngineOptions(device="cpu"))
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from model.engine import Engine
-from model.row_pool import RowPool
 from model.sampling_params import SamplingParams
+from model.serving.row_pool import RowPool
 from tests.model.emulated_graph import EmulatedCapture
 
 GREEDY = SamplingParams(temperature=0.0)
@@ -33,9 +33,7 @@ def _alone(engine, ids: list[int], tokens: int) -> list[int]:
 def test_rows_decoded_together_give_each_sequence_its_own_tokens(engines, captured):
     engine = engines["text_tied"]
     if captured:  # the decode steps replayed on the engine's static cache, as CUDA graphs are on a GPU
-        engine = Engine(
-            engine.model, engine.tokenizer, max_context=engine.max_context, capture=EmulatedCapture()
-        )
+        engine = Engine(engine.model, engine.tokenizer, engine.options, capture=EmulatedCapture())
     pool = RowPool(engine, max_rows=4)
     prompts = [_prompt(engine, length, seed) for seed, length in enumerate((9, 14, 5))]
     leases = [pool.admit(session, 1, 64) for session, _ in prompts]

@@ -3,14 +3,15 @@ split into chunks (as the agent does to check for cancellation), and the same ag
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
 
 from model.engine import Engine
 from model.sampling_params import SamplingParams
+from model.serving import scheduler
+from model.serving.cancel import CancelEvent
 from tests.model.emulated_graph import EmulatedCapture
+from tests.model.forked_rows import forked
 
 SEEDED = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, seed=11)
 
@@ -40,9 +41,7 @@ def _in_chunks(
 def test_chunked_seeded_generation_draws_the_tokens_of_one_call(engines, captured):
     engine = engines["text_tied"]
     if captured:
-        engine = Engine(
-            engine.model, engine.tokenizer, max_context=engine.max_context, capture=EmulatedCapture()
-        )
+        engine = Engine(engine.model, engine.tokenizer, engine.options, capture=EmulatedCapture())
     prompt = _prompt(engine, 21)
     whole = engine.new_session()
     whole.append(prompt)
@@ -57,11 +56,11 @@ def test_chunked_seeded_generation_of_forked_rows_with_stops(engines):
     engine = engines["text_mqa"]
     parent = engine.new_session()
     parent.append(_prompt(engine, 15, seed=1))
-    free = parent.fork(3).generate(30, SEEDED, stop_ids=set())
+    free = forked(parent, 3).generate(30, SEEDED, stop_ids=set())
     stop = {free[1][6], free[2][17]}
-    want = parent.fork(3).generate(30, SEEDED, stop_ids=stop)
+    want = forked(parent, 3).generate(30, SEEDED, stop_ids=stop)
     assert len({len(row) for row in want}) > 1, "rows should stop at different lengths"
-    assert _in_chunks(parent.fork(3), 30, 4, SEEDED, stop) == want
+    assert _in_chunks(forked(parent, 3), 30, 4, SEEDED, stop) == want
 
 
 def test_restore_returns_to_the_same_random_stream(engines):
@@ -83,15 +82,14 @@ def test_agent_cancel_chunks_do_not_change_seeded_replies(engines, monkeypatch):
     prompt = policy.chat.first_prompt("s", "q")
     sampling = SamplingParams(seed=5)
 
-    def reply(cancel: threading.Event | None) -> list[str]:
+    def reply(cancel: CancelEvent | None) -> list[str]:
         run = policy.start(prompt, 2, 200)
         try:
             return [c.raw for c in run.complete([0, 1], [40, 40], sampling, cancel)]
         finally:
             run.close()
 
-    batch = pytest.importorskip("mcp_server.agent.policies.local_batch")
-    monkeypatch.setattr(batch, "DECODE_CHUNK_TOKENS", 40)
+    monkeypatch.setattr(scheduler, "DECODE_CHUNK_TOKENS", 40)
     whole = reply(None)
-    monkeypatch.setattr(batch, "DECODE_CHUNK_TOKENS", 6)
-    assert reply(threading.Event()) == whole
+    monkeypatch.setattr(scheduler, "DECODE_CHUNK_TOKENS", 6)
+    assert reply(CancelEvent()) == whole

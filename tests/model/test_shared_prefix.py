@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from model.sampling_params import SamplingParams
-from model.shared_prefix import SharedPrefix
+from model.serving.shared_prefix import SharedPrefix
 
 GREEDY = SamplingParams(temperature=0.0)
 

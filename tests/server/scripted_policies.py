@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 
 from mcp_server.agent.chat_format import render_chatml
-from mcp_server.agent.errors import AgentCancelled
 from mcp_server.agent.policies.replay import ReplayPolicy
+from model.serving.cancel import Cancelled
 
 SCRIPT = [
     'Look around first.</think>\n{"tool": "list_tables", "args": {}}\n'
@@ -56,7 +56,7 @@ class GatedPolicy:
                 while not policy.gate.wait(0.02):
                     if cancel is not None and cancel.is_set():
                         policy.saw_cancel.set()
-                        raise AgentCancelled("cancelled while writing")
+                        raise Cancelled("cancelled while writing")
                 return original(rows, max_new_tokens, sampling, cancel)
             finally:
                 with policy._count_lock:

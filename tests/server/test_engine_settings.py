@@ -79,9 +79,9 @@ def test_the_runner_hands_the_options_to_the_engine(monkeypatch, tmp_path):
     settings = Settings(endpoint="http://127.0.0.1:9/v1", endpoint_model="m", quantize="int8", threads=3)
     with pytest.raises(model_runner.ModelLoadError):
         ModelRunner(settings, db=None).ask("how many?")
-    assert (asked["quantize"], asked["threads"], asked["dtype"]) == ("int8", 3, None)
-    assert asked["cache_dir"] == tmp_path / "engine"
-    assert asked["compile_sampling"] is None
+    options = asked["engine_options"]
+    assert (options.quantize, options.threads, options.dtype, options.compile) == ("int8", 3, None, False)
+    assert options.cache_dir == tmp_path / "engine"
 
 
 def test_compiling_hands_the_agents_sampling_and_the_cache_directory_to_the_engine(monkeypatch, tmp_path):
@@ -96,5 +96,6 @@ def test_compiling_hands_the_agents_sampling_and_the_cache_directory_to_the_engi
     settings = Settings(endpoint="http://127.0.0.1:9/v1", endpoint_model="m", compile=True, temperature=0.3)
     with pytest.raises(model_runner.ModelLoadError):
         ModelRunner(settings, db=None).ask("how many?")
-    assert asked["compile_sampling"] == SamplingParams(temperature=0.3, top_p=0.95, top_k=20)
-    assert asked["cache_dir"] == tmp_path / "engine"
+    assert asked["engine_options"].compile
+    assert asked["sampling"] == SamplingParams(temperature=0.3, top_p=0.95, top_k=20)
+    assert asked["engine_options"].cache_dir == tmp_path / "engine"

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from mcp_server.question_gate import QuestionCancelledError, QuestionGate
+from mcp_server.question_gate import QuestionGate
+from model.serving.cancel import CancelEvent, Cancelled
 
 GUARD_S = 30.0
 
@@ -29,7 +30,7 @@ def test_waiters_are_let_in_in_order_of_arrival_and_never_more_than_the_limit():
 
     def question(number: int) -> None:
         nonlocal most
-        with gate.turn(threading.Event()):
+        with gate.turn(CancelEvent()):
             with lock:
                 order.append(number)
                 most = max(most, gate.running)
@@ -52,22 +53,22 @@ def test_waiters_are_let_in_in_order_of_arrival_and_never_more_than_the_limit():
 def test_a_cancelled_waiter_leaves_the_line_and_the_next_one_moves_up():
     gate = QuestionGate(1)
     release = threading.Event()
-    cancel_second = threading.Event()
+    cancel_second = CancelEvent()
     outcome: dict[str, object] = {}
 
     def hold_first() -> None:
-        with gate.turn(threading.Event()):
+        with gate.turn(CancelEvent()):
             release.wait(GUARD_S)
 
     def second() -> None:
         try:
             with gate.turn(cancel_second):
                 outcome["second"] = "ran"
-        except QuestionCancelledError as error:
+        except Cancelled as error:
             outcome["second"] = error
 
     def third() -> None:
-        with gate.turn(threading.Event()):
+        with gate.turn(CancelEvent()):
             outcome["third"] = "ran"
 
     first_thread = threading.Thread(target=hold_first)
@@ -81,7 +82,7 @@ def test_a_cancelled_waiter_leaves_the_line_and_the_next_one_moves_up():
     wait_until(lambda: gate.waiting == 2, "third question waiting")
     cancel_second.set()
     second_thread.join(GUARD_S)
-    assert isinstance(outcome["second"], QuestionCancelledError)
+    assert isinstance(outcome["second"], Cancelled)
     assert gate.waiting == 1 and "third" not in outcome
     release.set()
     for thread in (first_thread, third_thread):

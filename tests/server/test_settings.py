@@ -69,7 +69,7 @@ def test_model_and_endpoint_rules(tmp_path, monkeypatch):
     with pytest.raises(SettingsError, match="does not exist: give the directory"):
         Settings(model=str(tmp_path / "missing"))
     (tmp_path / "config.json").write_text("{}")
-    with pytest.raises(SettingsError, match="config.json' is a file: give the directory that holds it"):
+    with pytest.raises(SettingsError, match="config.json is a file: give the directory that holds it"):
         Settings(model=str(tmp_path / "config.json"))
     assert Settings(model=str(tmp_path)).has_model
     monkeypatch.setenv("HOME", str(tmp_path))

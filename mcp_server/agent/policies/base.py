@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Protocol
 
 from mcp_server.agent.chat_format import ChatFormat
 from mcp_server.agent.prompts import Prompts
 from model.sampling_params import SamplingParams
+from model.serving.cancel import CancelEvent
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class PolicyRun(Protocol):
         rows: list[int],
         max_new_tokens: list[int],
         sampling: SamplingParams,
-        cancel: threading.Event | None = None,
+        cancel: CancelEvent | None = None,
     ) -> list[Completion]:
         """Generate the next turn of every given row, together."""
 

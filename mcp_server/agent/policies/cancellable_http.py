@@ -1,8 +1,9 @@
 """An HTTP client whose requests stop the moment a cancel event is set, even while waiting for the reply.
 
 A thread blocked reading a socket is not woken when another thread closes it, only when it shuts it down;
-so the client keeps the sockets it opened and shuts them all down on a cancel. One client serves one
-question: its connections are that question's, and nothing else is cut off with them.
+so the client keeps the sockets it opened and shuts them all down on a cancel, in the thread that sets the
+cancel event. One client serves one question: its connections are that question's, and nothing else is cut
+off with them.
 """
 
 from __future__ import annotations
@@ -11,15 +12,12 @@ import socket
 import ssl
 import threading
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import nullcontext, suppress
 
 import httpx
 
-from mcp_server.agent.errors import AgentCancelled
+from model.serving.cancel import CancelEvent, Cancelled
 
-# How often a request in flight looks at its cancel event: the longest a cancel waits to take effect.
-CANCEL_POLL_S = 0.05
 # A server that accepts no connection within this long is down or unreachable; waiting longer only delays
 # the retry (and a cancel, which cannot interrupt a connect).
 CONNECT_TIMEOUT_S = 10.0
@@ -38,14 +36,16 @@ class CancellableClient:
         self._lock = threading.Lock()
         self._cut_off = False
 
-    def post(self, url: str, body: dict, cancel: threading.Event | None) -> httpx.Response:
-        """POST `body` as JSON; raises AgentCancelled once `cancel` is set, having dropped the connection."""
-        with self._cut_off_when_set(cancel):
+    def post(self, url: str, body: dict, cancel: CancelEvent | None) -> httpx.Response:
+        """POST `body` as JSON; raises Cancelled once `cancel` is set, having dropped the connection."""
+        with nullcontext() if cancel is None else cancel.when_set(self._cut_off_all):
+            if cancel is not None and cancel.is_set():  # set before the callback was registered
+                self._cut_off_all()
             try:
                 return self._client.post(url, json=body, extensions={"trace": self._trace})
             except httpx.TransportError:
                 if cancel is not None and cancel.is_set():
-                    raise AgentCancelled("the question was cancelled while the model was writing") from None
+                    raise Cancelled("the question was cancelled while the model was writing") from None
                 raise
 
     def _trace(self, event: str, info: dict) -> None:
@@ -58,25 +58,6 @@ class CancellableClient:
             cut_off = self._cut_off
         if cut_off:
             _shut_down(sock)
-
-    @contextmanager
-    def _cut_off_when_set(self, cancel: threading.Event | None) -> Iterator[None]:
-        if cancel is None:
-            yield
-            return
-        done = threading.Event()
-
-        def watch() -> None:
-            while not done.wait(CANCEL_POLL_S):
-                if cancel.is_set():
-                    self._cut_off_all()
-                    return
-
-        threading.Thread(target=watch, name="endpoint-cancel", daemon=True).start()
-        try:
-            yield
-        finally:
-            done.set()
 
     def _cut_off_all(self) -> None:
         with self._lock:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import math
 import re
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,11 +14,12 @@ import httpx
 
 from dbtools.plural import counted
 from mcp_server.agent.chat_format import STOP_TOKENS, ChatFormat, render_chatml
-from mcp_server.agent.errors import AgentCancelled, EndpointError
+from mcp_server.agent.errors import EndpointError
 from mcp_server.agent.policies.base import Completion
 from mcp_server.agent.policies.cancellable_http import CancellableClient
 from mcp_server.agent.prompts import Prompts, load_prompts
 from model.sampling_params import SamplingParams
+from model.serving.cancel import CancelEvent, Cancelled
 from model.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -92,10 +92,10 @@ class EndpointRun:
         rows: list[int],
         max_new_tokens: list[int],
         sampling: SamplingParams,
-        cancel: threading.Event | None = None,
+        cancel: CancelEvent | None = None,
     ) -> list[Completion]:
         if cancel is not None and cancel.is_set():
-            raise AgentCancelled("the question was cancelled")
+            raise Cancelled("the question was cancelled")
         if len(rows) == 1:
             return [self._complete_row(rows[0], max_new_tokens[0], sampling, cancel)]
         with ThreadPoolExecutor(max_workers=len(rows)) as pool:
@@ -106,7 +106,7 @@ class EndpointRun:
             return [future.result() for future in futures]
 
     def _complete_row(
-        self, row: int, limit: int, sampling: SamplingParams, cancel: threading.Event | None
+        self, row: int, limit: int, sampling: SamplingParams, cancel: CancelEvent | None
     ) -> Completion:
         started = time.perf_counter()
         body = self._policy.request_body(self.texts[row], limit, sampling)
@@ -196,12 +196,12 @@ class EndpointPolicy:
             body["seed"] = sampling.seed
         return body
 
-    def post(self, client: CancellableClient, body: dict, cancel: threading.Event | None = None) -> dict:
+    def post(self, client: CancellableClient, body: dict, cancel: CancelEvent | None = None) -> dict:
         """One completion request; transient failures are retried with backoff, others raise EndpointError,
-        and a cancel raises AgentCancelled, also in the middle of a request or a backoff."""
+        and a cancel raises Cancelled, also in the middle of a request or a backoff."""
         for attempt in range(self.retries + 1):
             if cancel is not None and cancel.is_set():
-                raise AgentCancelled("the question was cancelled")
+                raise Cancelled("the question was cancelled")
             try:
                 return self._attempt(client, body, cancel)
             except TransientFailure as failure:
@@ -216,7 +216,7 @@ class EndpointPolicy:
                     time.sleep(delay)
         raise EndpointError(f"{last} (gave up after {counted(self.retries + 1, 'attempt')}): {last.hint}")
 
-    def _attempt(self, client: CancellableClient, body: dict, cancel: threading.Event | None) -> dict:
+    def _attempt(self, client: CancellableClient, body: dict, cancel: CancelEvent | None) -> dict:
         """One request: the reply, or EndpointError for a failure that a retry would repeat, or
         TransientFailure for one that it may not."""
         try:

@@ -1,11 +1,10 @@
-"""The local engine as a policy: each question's rows live in one batch with the other questions' rows, kept
-across turns so each turn prefills only the text appended since the last one; generated token ids stay in the
-sequence exactly as sampled."""
+"""The local engine as a policy, a thin adapter over the serving layer (model/serving/): each question is one
+conversation of the batch scheduler, its texts encoded in and its tokens decoded out; generated token ids stay
+in the sequence exactly as sampled."""
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,15 +13,16 @@ from pathlib import Path
 import torch
 
 from mcp_server.agent.chat_format import STOP_TOKENS, ChatFormat
-from mcp_server.agent.errors import AgentCancelled, ModelOutOfMemoryError
-from mcp_server.agent.policies import MAX_BATCH_ROWS
+from mcp_server.agent.errors import ModelOutOfMemoryError
 from mcp_server.agent.policies.base import Completion
-from mcp_server.agent.policies.local_batch import BatchScheduler
 from mcp_server.agent.prompts import Prompts, load_prompts
 from model.engine import Engine
-from model.row_pool import Lease
+from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
-from model.shared_prefix import SharedPrefix
+from model.serving.cancel import CancelEvent
+from model.serving.conversation import Conversation
+from model.serving.scheduler import BatchScheduler
+from model.serving.shared_prefix import SharedPrefix
 
 log = logging.getLogger(__name__)
 
@@ -49,45 +49,30 @@ def out_of_memory_reported(device: torch.device) -> Iterator[None]:
 
 
 class LocalRun:
-    """N rows that the policy's scheduler lends this question: the prompt past the system turn is prefilled
-    once and copied into each row when the question is admitted, at its first completion; text appended
-    between completions is prefilled when the next completion is asked for, together with it."""
+    """A question's samples as one Conversation of the policy's scheduler: texts in, completions out."""
 
     def __init__(self, policy: LocalPolicy, prompt: str, samples: int, max_tokens: int) -> None:
         self._policy = policy
-        self._prompt_ids = policy.engine.tokenizer.encode(prompt)
         self.samples = samples
-        # A prompt longer than the budget still fits its rows; the episode then ends before generating.
-        self._max_tokens = max(max_tokens, len(self._prompt_ids))
-        self._lease: Lease | None = None
-        self._prompt_processed = 0
-        self._unsent: list[list[int]] = [[] for _ in range(samples)]
+        self._conversation = Conversation(
+            policy.scheduler, policy.engine.tokenizer.encode(prompt), samples, max_tokens
+        )
 
     def append(self, texts: dict[int, str]) -> None:
         encode = self._policy.engine.tokenizer.encode
-        for row, text in texts.items():
-            self._unsent[row] += encode(text)
+        self._conversation.append({row: encode(text) for row, text in texts.items()})
 
     def complete(
         self,
         rows: list[int],
         max_new_tokens: list[int],
         sampling: SamplingParams,
-        cancel: threading.Event | None = None,
+        cancel: CancelEvent | None = None,
     ) -> list[Completion]:
-        if cancel is not None and cancel.is_set():
-            raise AgentCancelled("the question was cancelled")
         started = time.perf_counter()
-        scheduler = self._policy.scheduler
         with out_of_memory_reported(self._policy.engine.device):
-            if self._lease is None:
-                self._lease, self._prompt_processed = scheduler.admit(
-                    self._prompt_ids, self.samples, self._max_tokens, cancel
-                )
-            appends = {row: ids for row, ids in enumerate(self._unsent) if ids}
-            self._unsent = [[] for _ in range(self.samples)]
-            outputs = scheduler.generate(
-                self._lease, appends, rows, max_new_tokens, sampling, self._policy.stop_ids, cancel
+            outputs = self._conversation.generate(
+                rows, max_new_tokens, sampling, self._policy.stop_ids, cancel
             )
         elapsed = time.perf_counter() - started
         return [self._completion(tokens, elapsed) for tokens in outputs]
@@ -101,32 +86,27 @@ class LocalRun:
         return Completion(text=text, raw=raw, tokens=len(tokens), stopped=stopped, model_s=elapsed)
 
     def length(self, row: int) -> int:
-        held = self._lease.lengths[row] if self._lease is not None else len(self._prompt_ids)
-        return held + len(self._unsent[row])
+        return self._conversation.length(row)
 
     def count_tokens(self, text: str) -> int:
         return len(self._policy.engine.tokenizer.encode(text))
 
     @property
     def processed_tokens(self) -> int:
-        return self._prompt_processed + (self._lease.processed if self._lease is not None else 0)
+        return self._conversation.processed_tokens
 
     def close(self) -> None:
         """Give the rows back at once, so that the next question in line can have them."""
-        if self._lease is not None:
-            self._policy.scheduler.release(self._lease)
-            self._lease = None
+        self._conversation.close()
 
 
 class LocalPolicy:
-    """The model directory's checkpoint on this machine's engine."""
+    """The model directory's checkpoint on this machine's engine, decoding up to the engine options'
+    max_batch_rows rows (episodes of all questions) together; more questions wait."""
 
     name = "local"
 
-    def __init__(
-        self, engine: Engine, prompts: Prompts | None = None, max_batch_rows: int = MAX_BATCH_ROWS
-    ) -> None:
-        """max_batch_rows: the most rows (episodes of all questions) decoded together; more questions wait."""
+    def __init__(self, engine: Engine, prompts: Prompts | None = None) -> None:
         self.engine = engine
         self.prompts = prompts or Prompts()
         self.chat = ChatFormat(engine.tokenizer.render_chat)
@@ -135,38 +115,19 @@ class LocalPolicy:
         self.system_turn = SharedPrefix(
             engine, engine.tokenizer.encode(self.chat.system_turn(self.prompts.system))
         )
-        self.scheduler = BatchScheduler(engine, self.system_turn, max_batch_rows)
+        self.scheduler = BatchScheduler(engine, self.system_turn, engine.options.max_batch_rows)
 
     @classmethod
-    def load(
-        cls,
-        model_dir: str | Path,
-        *,
-        device: str | None = None,
-        dtype: str | None = None,
-        quantize: str | None = None,
-        threads: int | None = None,
-        cache_dir: Path | None = None,
-        max_batch_rows: int = MAX_BATCH_ROWS,
-        compile_sampling: SamplingParams | None = None,
-    ) -> LocalPolicy:
-        """The engine on model_dir; dtype is a torch dtype's name ("bfloat16", "float32"), None for the default.
-        With compile_sampling the CPU decode step runs through torch.compile, compiled here for that sampling."""
-        engine = Engine.load(
-            model_dir,
-            device=device,
-            dtype=getattr(torch, dtype) if dtype else None,
-            quantize=quantize,
-            threads=threads,
-            cache_dir=cache_dir,
-            compile_decode=compile_sampling is not None,
-        )
-        if compile_sampling is not None:
+    def load(cls, model_dir: str | Path, options: EngineOptions, sampling: SamplingParams) -> LocalPolicy:
+        """The engine on model_dir; with options.compile its CPU decode step is compiled here, for the
+        agent's `sampling`."""
+        engine = Engine.load(model_dir, options)
+        if options.compile:
             log.info("compiling the decode step (minutes the first time, less with the compile cache)")
             started = time.perf_counter()
-            engine.warm_up(compile_sampling)
+            engine.warm_up(sampling)
             log.info("decode step compiled in %.0f s", time.perf_counter() - started)
-        return cls(engine, load_prompts(model_dir), max_batch_rows)
+        return cls(engine, load_prompts(model_dir))
 
     def start(self, prompt: str, samples: int, max_tokens: int) -> LocalRun:
         return LocalRun(self, prompt, samples, max_tokens)

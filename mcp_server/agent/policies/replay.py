@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 
 from mcp_server.agent.chat_format import ChatFormat, RenderChat
 from mcp_server.agent.policies.base import Completion
 from mcp_server.agent.prompts import Prompts
 from model.sampling_params import SamplingParams
+from model.serving.cancel import CancelEvent
 
 
 class ReplayRun:
@@ -29,7 +29,7 @@ class ReplayRun:
         rows: list[int],
         max_new_tokens: list[int],
         sampling: SamplingParams,
-        cancel: threading.Event | None = None,
+        cancel: CancelEvent | None = None,
     ) -> list[Completion]:
         completions = []
         for row, limit in zip(rows, max_new_tokens, strict=True):

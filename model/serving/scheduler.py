@@ -1,9 +1,9 @@
-"""One thread runs the local engine for every question: the rows of all questions waiting for a completion
-decode together in one batch, in chunks of tokens, and between chunks questions join (their prompt copied in,
-their appended turns prefilled), leave, or drop out when cancelled.
+"""One thread runs the engine for every caller: the rows of all callers waiting for a generation decode together in
+one batch, in chunks of tokens, and between chunks callers join (their prompt copied in, their appended tokens
+prefilled), leave, or drop out when cancelled.
 
-A question waits for its rows in order of arrival while the batch holds `max_rows` rows; each row caches up to
-its question's token budget, so memory stays within max_rows rows of that budget.
+A caller waits for its rows in order of arrival while the batch holds `max_rows` rows; each row caches up to
+its caller's token limit, so memory stays within max_rows rows of that limit.
 """
 
 from __future__ import annotations
@@ -17,27 +17,25 @@ from dataclasses import dataclass, field
 
 import torch
 
-from mcp_server.agent.errors import AgentCancelled
 from model.engine import Engine
-from model.row_pool import Lease, RowPool
 from model.sampling_params import SamplingParams
-from model.shared_prefix import SharedPrefix
+from model.serving.cancel import CancelEvent, Cancelled, wait_until
+from model.serving.row_pool import Lease, RowPool
+from model.serving.shared_prefix import SharedPrefix
 
 log = logging.getLogger(__name__)
 
-# Tokens decoded between two looks at arrivals, departures and cancels: the longest a question waits to join
-# a running batch, and to stop after a cancel.
+# Tokens decoded between two looks at arrivals, departures and cancels: the longest a caller waits to join a
+# running batch, and the longest its rows keep decoding after a cancel.
 DECODE_CHUNK_TOKENS = 16
-# How often a waiting question looks at its cancel event.
-CANCEL_POLL_S = 0.02
 
 
 @dataclass(eq=False)
 class _Job:
-    """A question's wait for the engine thread; `abandoned` once the question stopped waiting (cancelled)."""
+    """A caller's wait for the engine thread; `abandoned` once the caller stopped waiting (cancelled)."""
 
-    cancel: threading.Event | None
-    done: threading.Event = field(default_factory=threading.Event)
+    cancel: CancelEvent | None
+    done: bool = False
     result: object = None
     error: BaseException | None = None
     abandoned: bool = False
@@ -75,13 +73,15 @@ class _Release(_Job):
 
 
 class BatchScheduler:
-    """Runs every engine operation of the local policy on one thread that batches the questions' rows."""
+    """Runs every engine operation of its callers on one thread that batches their rows; every prompt that
+    starts with `prefix` gets that prefix's state copied in rather than prefilled."""
 
-    def __init__(self, engine: Engine, system_turn: SharedPrefix, max_rows: int) -> None:
+    def __init__(self, engine: Engine, prefix: SharedPrefix, max_rows: int) -> None:
         self.engine = engine
-        self.system_turn = system_turn
+        self.prefix = prefix
         self.pool = RowPool(engine, max_rows)
         self._lock = threading.Lock()
+        self._finished = threading.Condition(self._lock)  # notified whenever a job is done
         self._admissions: deque[_Admission] = deque()
         self._incoming: list[_Job] = []  # releases and generations, in order of arrival
         self._active: list[_Generation] = []  # owned by the engine thread
@@ -89,12 +89,12 @@ class BatchScheduler:
 
     @property
     def waiting(self) -> int:
-        """Requests that the engine thread has not taken up yet (questions waiting for rows among them)."""
+        """Requests that the engine thread has not taken up yet (callers waiting for rows among them)."""
         with self._lock:
             return len(self._admissions) + len(self._incoming)
 
     def admit(
-        self, ids: list[int], rows: int, max_tokens: int, cancel: threading.Event | None
+        self, ids: list[int], rows: int, max_tokens: int, cancel: CancelEvent | None
     ) -> tuple[Lease, int]:
         """Wait for `rows` rows, in order of arrival, and fill them with the prompt `ids`; returns the lease and
         the tokens run for the prompt."""
@@ -109,10 +109,10 @@ class BatchScheduler:
         max_new_tokens: list[int],
         sampling: SamplingParams,
         stop_ids: set[int],
-        cancel: threading.Event | None,
+        cancel: CancelEvent | None,
     ) -> list[list[int]]:
         """Prefill `appends` (tokens by lease row), then generate up to max_new_tokens for each of `rows`
-        together with the other questions' rows; one token list per row."""
+        together with the other callers' rows; one token list per row."""
         job = _Generation(
             cancel,
             lease=lease,
@@ -135,12 +135,16 @@ class BatchScheduler:
             if self._driver is None:
                 self._driver = threading.Thread(target=self._drive, name="local-engine", daemon=True)
                 self._driver.start()
-        while not job.done.wait(CANCEL_POLL_S):
-            if job.cancel is not None and job.cancel.is_set():
-                with self._lock:
-                    if not job.done.is_set():
-                        job.abandoned = True
-                        raise AgentCancelled("the question was cancelled while waiting for the model")
+            try:
+                wait_until(
+                    self._finished,
+                    lambda: job.done,
+                    job.cancel,
+                    "the question was cancelled while waiting for the model",
+                )
+            except Cancelled:
+                job.abandoned = True
+                raise
         if job.error is not None:
             raise job.error
         return job.result
@@ -151,7 +155,8 @@ class BatchScheduler:
                 self._give_back(result[0])  # nobody else will
             # The traceback would keep the engine thread's frames, and the caches they hold, alive.
             job.result, job.error = result, None if error is None else error.with_traceback(None)
-            job.done.set()
+            job.done = True
+            self._finished.notify_all()
 
     def _drive(self) -> None:
         try:
@@ -159,7 +164,7 @@ class BatchScheduler:
                 while self._step():
                     pass
         except BaseException as error:
-            # A fault of the scheduler itself: every waiting question gets it rather than waiting forever.
+            # A fault of the scheduler itself: every waiting caller gets it rather than waiting forever.
             with self._lock:
                 waiting = [*self._admissions, *self._incoming, *self._active]
                 self._admissions.clear()
@@ -193,7 +198,7 @@ class BatchScheduler:
         return True
 
     def _admissible(self) -> bool:
-        """Whether the first question in line (after dropping cancelled ones) can take its rows now."""
+        """Whether the first caller in line (after dropping cancelled ones) can take its rows now."""
         while self._admissions and self._admissions[0].abandoned:
             self._admissions.popleft()
         return bool(self._admissions) and self.pool.fits(self._admissions[0].rows)
@@ -217,7 +222,7 @@ class BatchScheduler:
 
     def _fill(self, job: _Admission) -> tuple[Lease, int]:
         prompt = self.engine.new_session(1, len(job.ids))
-        prefilled = self.system_turn.fill(prompt, job.ids)
+        prefilled = self.prefix.fill(prompt, job.ids)
         lease = self.pool.admit(prompt, job.rows, job.max_tokens)
         self._log_rows("joined")
         return lease, prefilled
@@ -259,7 +264,7 @@ class BatchScheduler:
                 error.with_traceback(None)  # its frames hold the batch's caches
                 for job in jobs:
                     self._active.remove(job)
-                    # Each question raises a copy of its own: one raised in several threads would gather
+                    # Each caller raises a copy of its own: one raised in several threads would gather
                     # all of their tracebacks.
                     self._finish(job, error=copy.copy(error))
                 continue

@@ -1,0 +1,53 @@
+"""How the local engine runs a model: one frozen set of options, kept free of torch so that settings can build and
+check it at start-up, and handed whole to the engine and the serving layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from model.errors import OptionError
+
+DEVICES = ("cpu", "cuda")
+DTYPES = ("bfloat16", "float32")
+QUANTIZATIONS = ("int8", "int4")
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """The engine's options; None leaves the choice to the machine (see the fields' comments)."""
+
+    device: str | None = None  # cpu or cuda; None: cuda when available
+    dtype: str | None = None  # of the activations; None: cpu.default_dtype of the device
+    quantize: str | None = None  # int8 or int4 weights (CPU only); None: as stored
+    threads: int | None = None  # CPU threads; None: one per physical core unless OMP_NUM_THREADS decides
+    compile: bool = False  # the CPU decode step through torch.compile
+    max_context: int = 32768  # tokens a session holds at most
+    prefill_chunk: int = 2048  # tokens run through the model at once while prefilling
+    cuda_graph: bool = True  # capture decode steps as CUDA graphs on a GPU
+    max_batch_rows: int = 8  # rows (of all callers) that the batch scheduler decodes together
+    cache_dir: Path | None = None  # keeps quantized weights and compiled steps for the next run
+
+    def __post_init__(self) -> None:
+        for name, choices in (("device", DEVICES), ("dtype", DTYPES), ("quantize", QUANTIZATIONS)):
+            value = getattr(self, name)
+            if value is not None and value not in choices:
+                raise OptionError(name, f"must be one of {', '.join(choices)}, not {value!r}")
+        if self.threads is not None and self.threads < 1:
+            raise OptionError("threads", f"must be at least 1, not {self.threads}")
+        for name in ("max_context", "prefill_chunk", "max_batch_rows"):
+            if getattr(self, name) < 1:
+                raise OptionError(name, f"must be at least 1, not {getattr(self, name)}")
+        if self.device is not None:
+            self.check_device(self.device)
+
+    def check_device(self, device_type: str) -> None:
+        """Refuse the options that only a CPU runs when the engine runs on `device_type`."""
+        if device_type == "cpu":
+            return
+        if self.quantize is not None:
+            raise OptionError("quantize", "runs a model on the CPU only: drop it or use the cpu device")
+        if self.compile:
+            raise OptionError(
+                "compile", "compiles the CPU decode step; on a GPU the step is a CUDA graph already: drop it"
+            )
