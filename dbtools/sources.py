@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from dbtools.engines import Database, open_database
 from dbtools.engines.dsn import parse_dsn
 from dbtools.errors import ConnectionFailedError, DatabaseToolError
+from dbtools.guarded_database import GuardedDatabase
 from dbtools.source_dsn import engine_dsn, server_address
 from dbtools.ssh_tunnel import SshSettings, SshTunnel
+from dbtools.visibility import VisibilityRules
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,7 @@ class SourceSpec:
     pool_size: int | None = None
     connect_timeout: int | None = None
     ssh: SshSettings | None = None
+    rules: VisibilityRules = VisibilityRules()
 
     @property
     def engine(self) -> str:
@@ -70,7 +73,9 @@ class Source:
         self.limits = limits
         self._on_close = on_close
         self._lock = threading.Lock()
-        self._database: Database | None = None
+        self._database: Database | None = None  # under the source's own rules, if it has any
+        # The same connections under the source's rules and a caller's further ones, per set of further rules.
+        self._views: dict[VisibilityRules, Database] = {}
         self._tunnel = SshTunnel(spec.ssh, *server_address(spec.dsn)) if spec.ssh else None
 
     @property
@@ -104,8 +109,9 @@ class Source:
     def is_open(self) -> bool:
         return self._database is not None
 
-    def database(self) -> Database:
-        """The open database; raises ConnectionFailedError (TunnelDownError once after a drop) when unreachable."""
+    def database(self, extra: VisibilityRules | None = None) -> Database:
+        """The open database, seen under the source's rules and `extra` ones (a caller's); raises
+        ConnectionFailedError (TunnelDownError once after a drop) when unreachable."""
         with self._lock:
             if self._tunnel is not None and self._database is not None and self._tunnel.is_down():
                 error = self._tunnel.down_error(ConnectionFailedError("the SSH connection closed"))
@@ -114,12 +120,20 @@ class Source:
             port = self._tunnel.local_port() if self._tunnel is not None else None
             if self._database is None:
                 self._database = self._open(port)
-            return self._database
+            if extra is None or not extra.active:
+                return self._database
+            view = self._views.get(extra)
+            if view is None:
+                raw = self._database._inner if isinstance(self._database, GuardedDatabase) else self._database
+                # The engine keeps enforcing the source's own rules; a caller's further ones are the rewriting's.
+                view = GuardedDatabase(raw, self.spec.rules.merged(extra), in_engine=False)
+                self._views[extra] = view  # type: ignore[assignment]
+            return view
 
     @contextmanager
-    def calls(self) -> Iterator[Database]:
+    def calls(self, extra: VisibilityRules | None = None) -> Iterator[Database]:
         """The database for one tool call; a failure caused by a tunnel dropping mid-call says so in one line."""
-        database = self.database()
+        database = self.database(extra)
         try:
             yield database
         except ConnectionFailedError as error:
@@ -140,15 +154,18 @@ class Source:
             display_name=spec.display_name if (spec.password or spec.ssh) else None,
         )
         log.info("source %s opened: %s", spec.name, database.display_name)
-        return database
+        # Duck-typed as a Database: every tool and the agent read through it alike.
+        return GuardedDatabase(database, spec.rules) if spec.rules.active else database  # type: ignore[return-value]
 
     def close(self) -> None:
         with self._lock:
             if self._database is not None:
                 if self._on_close is not None:
-                    self._on_close(self._database)
+                    for database in (self._database, *self._views.values()):
+                        self._on_close(database)
                 self._database.close()
                 self._database = None
+                self._views = {}
             if self._tunnel is not None:
                 self._tunnel.close()
 

@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import sqlglot
+
 from dbtools.engines.dsn import parse_dsn
 from dbtools.errors import ConnectionFailedError
 from dbtools.source_dsn import SERVER_ENGINES
 from dbtools.sources import SourceSpec
 from dbtools.ssh_tunnel import DEFAULT_KNOWN_HOSTS, DEFAULT_SSH_PORT, SshSettings, parse_jump
+from dbtools.visibility import VisibilityRules
 from mcp_server.identities import IdentitySpec, token_digest
 from mcp_server.settings import OPTIONS, Option
 
@@ -66,13 +69,21 @@ SOURCE_KEYS = {
     "pool_size": Key(int, "a number of connections, at least 1", minimum=1),
     "connect_timeout": Key(int, "a number of seconds, at least 2", minimum=2),
     "ssh": Key(dict, "a table: { host = ..., user = ..., key_file = ... }"),
+    "tables": Key(list, 'a list of table patterns, e.g. ["public.*"]'),
+    "hidden_tables": Key(list, 'a list of table patterns, e.g. ["*_audit"]'),
+    "hidden_columns": Key(list, 'a list of table.column patterns, e.g. ["*.password_hash"]'),
+    "row_filters": Key(dict, "a table: { orders = \"region = 'EU'\" }"),
 }
+RULE_LISTS = ("tables", "hidden_tables", "hidden_columns")
 
 
 IDENTITY_KEYS = {
     "token_sha256": Key(str, "the sha256 of the token, 64 hex digits (python -m mcp_server token NAME)"),
     "token": Key(str, 'the token itself, e.g. "${ANALYST_TOKEN}"'),
     "sources": Key(list, "a list of source names"),
+    "hidden_tables": SOURCE_KEYS["hidden_tables"],
+    "hidden_columns": SOURCE_KEYS["hidden_columns"],
+    "row_filters": SOURCE_KEYS["row_filters"],
 }
 
 
@@ -147,7 +158,8 @@ class _Reader:
                 if source not in sources:
                     known = ", ".join(sources) or "none"
                     raise self.fail(f"{prefix}.sources[{index}]", f"no source {source!r}; sources: {known}")
-        return IdentitySpec(name, digest.lower(), tuple(allowed) if allowed is not None else None)
+        rules = self.rules(values, prefix, None)
+        return IdentitySpec(name, digest.lower(), tuple(allowed) if allowed is not None else None, rules)
 
     def check_keys(self, table: dict, prefix: str, allowed: Mapping[str, object]) -> None:
         for key in table:
@@ -213,6 +225,7 @@ class _Reader:
         if password is not None:
             self.secrets.add(password)
         ssh = values.get("ssh")
+        rules = self.rules(values, prefix, engine)
         return SourceSpec(
             name=name,
             dsn=values["dsn"],
@@ -223,7 +236,33 @@ class _Reader:
             pool_size=values.get("pool_size"),
             connect_timeout=values.get("connect_timeout"),
             ssh=self.ssh(ssh, f"{prefix}.ssh", name) if ssh is not None else None,
+            rules=rules,
         )
+
+    def rules(self, values: dict[str, Any], prefix: str, dialect: str | None) -> VisibilityRules:
+        """A source's (or an identity's) hidden tables, columns and row filters, each pattern and condition
+        checked; an identity's conditions, for sources of any dialect, are checked in sqlglot's own."""
+        lists = {}
+        for key in RULE_LISTS:
+            patterns = values.get(key, [])
+            for index, pattern in enumerate(patterns):
+                if not isinstance(pattern, str) or not pattern.strip():
+                    raise self.fail(f"{prefix}.{key}[{index}]", f"expected a pattern, got {_shown(pattern)}")
+                if key == "hidden_columns" and "." not in pattern:
+                    raise self.fail(f"{prefix}.{key}[{index}]", f"expected table.column, got {pattern!r}")
+            lists[key] = tuple(patterns)
+        filters = []
+        for table, condition in values.get("row_filters", {}).items():
+            key = f"{prefix}.row_filters.{table}"
+            if not isinstance(condition, str):
+                raise self.fail(key, f"expected an SQL condition, got {_shown(condition)}")
+            try:
+                sqlglot.parse_one(condition, read=dialect)
+            except sqlglot.errors.ParseError as error:
+                what = f"{dialect} condition" if dialect else "condition"
+                raise self.fail(key, f"not a valid {what}: {str(error).splitlines()[0]}") from None
+            filters.append((table, condition))
+        return VisibilityRules(row_filters=tuple(filters), **lists)
 
     def checked(
         self,

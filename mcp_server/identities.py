@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from mcp.server.mcpserver import Context
 
+from dbtools.visibility import VisibilityRules
+
 # Over stdio (and over HTTP without a token, loopback only) the caller is whoever runs on this machine.
 LOCAL_IDENTITY = "local"
 # Whoever holds --token.
@@ -33,11 +35,13 @@ def new_token() -> str:
 
 @dataclass(frozen=True)
 class IdentitySpec:
-    """One identity of the configuration file: its token's sha256 and the sources it may use (None: all)."""
+    """One identity of the configuration file: its token's sha256, the sources it may use (None: all) and what it
+    may not see in them beyond the sources' own rules."""
 
     name: str
     token_sha256: str
     sources: tuple[str, ...] | None = None
+    rules: VisibilityRules = VisibilityRules()
 
 
 class Identities:
@@ -66,6 +70,11 @@ class Identities:
             if hmac.compare_digest(given, spec.token_sha256.encode()):
                 found = spec.name
         return found
+
+    def rules_of(self, identity: str) -> VisibilityRules | None:
+        """The identity's own hidden tables, columns and row filters, if it has any."""
+        spec = self._specs.get(identity)
+        return spec.rules if spec is not None and spec.rules.active else None
 
     def allows(self, identity: str, source: str) -> bool:
         spec = self._specs.get(identity)

@@ -37,14 +37,15 @@ from dbtools.plural import counted
 from dbtools.schema_search import search_schema
 from dbtools.sources import Source, SourceSet
 from dbtools.value_search import ValueIndex
+from dbtools.visibility import VisibilityRules
 from mcp_server.agent import RoundEvent
-from mcp_server.agent.errors import AgentCancelled, ModelError, PolicyConfigError
+from mcp_server.agent.errors import ModelError, PolicyConfigError
 from mcp_server.agent.policies import MODEL_SETUP_HINT
 from mcp_server.audit_log import AuditLog
 from mcp_server.call_audit import audited, current_call
 from mcp_server.client_presence import ClientLeft, run_while_client_waits
 from mcp_server.identities import Identities, current_identity, identity_of
-from mcp_server.model_runner import ModelLoadError, ModelRunner, QuestionCancelledError
+from mcp_server.model_runner import ModelLoadError, ModelRunner
 from mcp_server.server_models import (
     AskAnswer,
     ColumnDetail,
@@ -69,6 +70,7 @@ from mcp_server.source_tools import (
 )
 from mcp_server.tool_schemas import input_schema, result_schema
 from mcp_server.untrusted import fence, render_rows
+from model.serving.cancel import CancelEvent, Cancelled
 
 log = logging.getLogger(__name__)
 
@@ -247,8 +249,9 @@ def table_summary(db: Database, info: TableInfo, deadline: float | None = None) 
 class SourceState:
     """What the tools keep for one source: its value index and the results a repeat call may reuse."""
 
-    def __init__(self, source: Source) -> None:
+    def __init__(self, source: Source, extra: VisibilityRules | None) -> None:
         self.source = source
+        self.extra = extra  # the calling identity's own rules
         self.values: ValueIndex | None = None
         self.index_lock = threading.Lock()
         # Finished listings and descriptions with the catalog state they were built in: a repeat call costs the
@@ -266,17 +269,19 @@ class ScoutTools:
         self.sources = sources
         self.runner = runner
         self.identities = identities
-        self._states: dict[str, SourceState] = {}
+        self._states: dict[tuple[str, VisibilityRules | None], SourceState] = {}
         self._states_lock = threading.Lock()
 
     def _state(self, name: str | None) -> SourceState:
         """The named source's state (the only source's for None), new when the source was reopened."""
         with database_errors():
             source = self.sources.get(name, visible=self._visible)
+        extra = self.identities.rules_of(current_identity.get())
+        key = (source.name, extra)
         with self._states_lock:
-            state = self._states.get(source.name)
+            state = self._states.get(key)
             if state is None or state.source is not source:
-                state = self._states[source.name] = SourceState(source)
+                state = self._states[key] = SourceState(source, extra)
             return state
 
     def _visible(self, source: str) -> bool:
@@ -286,7 +291,7 @@ class ScoutTools:
     @contextmanager
     def _database(self, state: SourceState) -> Iterator[Database]:
         """The source's database for one call, its errors turned into tool errors."""
-        with database_errors(), state.source.calls() as db:
+        with database_errors(), state.source.calls(state.extra) as db:
             yield db
 
     def _remembered(
@@ -309,17 +314,20 @@ class ScoutTools:
         return result
 
     def _opened(self, name: str | None) -> Database:
+        state = self._state(name)
         with database_errors():
-            return self._state(name).source.database()
+            return state.source.database(state.extra)
 
     def list_sources(self) -> CallToolResult:
         """The databases served: name, engine, description, table count and whether each is reachable now."""
         visible = [source for source in self.sources if self._visible(source.name)]
-        result = SourceList(sources=source_summaries(visible))
+        extra = self.identities.rules_of(current_identity.get())
+        result = SourceList(sources=source_summaries(visible, extra))
         lines = [
             f"{s.name} ({s.engine}"
             + (f", {counted(s.table_count, 'table')})" if s.reachable else f", unreachable: {s.error})")
             + (f": {s.description}" if s.description else "")
+            + (f"\n  warning: {s.warning}" if s.warning else "")
             for s in result.sources
         ]
         return structured(result, f"{counted(len(result.sources), 'source')}.", "\n".join(lines))
@@ -529,7 +537,7 @@ class ScoutTools:
         """Answer a question in plain language: a text-to-SQL model explores the database and returns its SQL,
         rows and trace."""
         db = self._opened(source)  # an unreachable source fails before the question waits for its turn
-        cancel = threading.Event()
+        cancel = CancelEvent()
 
         def on_round(event: RoundEvent) -> None:
             if cancel.is_set():
@@ -548,7 +556,7 @@ class ScoutTools:
         except (PolicyConfigError, ModelLoadError, ModelError) as error:
             log.debug("ask_database failed", exc_info=True)  # the SDK logs the message, in one line
             raise ToolError(f"{error}\nThe other tools work without a model.") from error
-        except (AgentCancelled, QuestionCancelledError) as error:
+        except Cancelled as error:
             raise ToolError(f"ask_database was cancelled: {error}") from error
         except DatabaseToolError as error:
             raise ToolError(fence("ask_database failed:", str(error))) from error

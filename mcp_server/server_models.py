@@ -18,6 +18,7 @@ class SourceSummary(BaseModel):
     table_count: int | None = Field(description="null when the source cannot be reached now")
     reachable: bool
     error: str | None = Field(description="why it cannot be reached")
+    warning: str | None = Field(description="a rule the database itself does not enforce")
 
 
 class SourceList(BaseModel):

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Annotated
 
 from pydantic import Field
 
 from dbtools.errors import DatabaseToolError
 from dbtools.sources import ServerLimits, Source, SourceSet
+from dbtools.visibility import VisibilityRules
 from mcp_server.server_models import SourceSummary
 from mcp_server.settings import Settings
+
+log = logging.getLogger(__name__)
 
 SourceArgument = Annotated[str | None, Field(description="which database (list_sources names them)")]
 # list_sources checks the sources side by side: a down server costs its connect timeout once, not once each.
@@ -84,18 +90,20 @@ def server_instructions(sources: SourceSet, named: bool, can_ask: bool, restrict
     return opening + EXPLORE_INSTRUCTION.format(ask=ask)
 
 
-def source_summaries(sources: SourceSet) -> list[SourceSummary]:
-    """Each source's summary, opening it to count its tables; the checks run side by side."""
+def source_summaries(sources: Iterable[Source], extra: VisibilityRules | None = None) -> list[SourceSummary]:
+    """Each source's summary as a caller with `extra` rules sees it, opening it to count its tables; the checks
+    run side by side."""
     listed = list(sources)
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CHECKS, max(1, len(listed)))) as pool:
-        return list(pool.map(_summary, listed))
+        return list(pool.map(partial(_summary, extra=extra), listed))
 
 
-def _summary(source: Source) -> SourceSummary:
+def _summary(source: Source, extra: VisibilityRules | None) -> SourceSummary:
     try:
-        with source.calls() as db:
+        with source.calls(extra) as db:
             tables = len(db.tables())
             engine = db.dialect
+            readable = db.readable_hidden() if hasattr(db, "readable_hidden") else []
     except DatabaseToolError as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         return SourceSummary(
@@ -105,6 +113,7 @@ def _summary(source: Source) -> SourceSummary:
             table_count=None,
             reachable=False,
             error=reason,
+            warning=None,
         )
     return SourceSummary(
         name=source.name,
@@ -113,4 +122,22 @@ def _summary(source: Source) -> SourceSummary:
         table_count=tables,
         reachable=True,
         error=None,
+        warning=grants_warning(source.name, readable),
+    )
+
+
+def grants_warning(source: str, readable: list[str]) -> str | None:
+    """list_sources' warning counts what the role can read; the names go to the operator's log only, since a
+    client must not learn what is hidden."""
+    if not readable:
+        return None
+    log.warning(
+        "source %s: the database role can read what the rules hide (%s): revoke it so that the database "
+        "enforces the rules too",
+        source,
+        ", ".join(readable),
+    )
+    return (
+        f"the database role can read {len(readable)} hidden table(s) or column(s): the rules hold in sqlscout "
+        "only; revoke that access (docs/configuration.md#hidden-tables-columns-and-rows)"
     )

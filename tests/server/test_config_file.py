@@ -55,6 +55,9 @@ def test_a_team_configuration_reads_whole(tmp_path):
 
         [sources.exports]
         dsn = "exports"
+        hidden_tables = ["*_audit"]
+        hidden_columns = ["customers.email", "*.password_hash"]
+        row_filters = { orders = "region = 'EU'" }
         """,
     )
     config = load_config(path, ENV)
@@ -68,6 +71,10 @@ def test_a_team_configuration_reads_whole(tmp_path):
     assert sales.ssh.host == "bastion.example.com" and sales.ssh.port == 2222 and sales.ssh.user == "ops"
     assert sales.ssh.key_file == str(tmp_path / "keys" / "id_ed25519") and sales.ssh.jump == "ops@outer"
     assert shop.password == "maria-secret-2"
+    assert exports.rules.hidden_tables == ("*_audit",) and exports.rules.row_filters == (
+        ("orders", "region = 'EU'"),
+    )
+    assert exports.rules.hidden_columns == ("customers.email", "*.password_hash") and not music.rules.active
     assert config.secrets == {"pg-secret-1", "maria-secret-2"}
     for spec in config.sources:
         assert "secret" not in repr(spec) and "secret" not in spec.display_name
@@ -135,6 +142,26 @@ def test_a_team_configuration_reads_whole(tmp_path):
         ),
         ('[server]\ncompile = "yes"\n', "server.compile: expected true or false, got a string ('yes')"),
         ("[servers]\nport = 1\n", "servers: unknown key; did you mean 'server'?"),
+        (
+            '[sources.a]\ndsn = "a.sqlite"\nhidden_columns = ["email"]\n',
+            "sources.a.hidden_columns[0]: expected table.column",
+        ),
+        (
+            '[sources.a]\ndsn = "a.sqlite"\nhidden_tables = "secrets"\n',
+            "sources.a.hidden_tables: expected a list",
+        ),
+        (
+            '[sources.a]\ndsn = "a.sqlite"\ntables = [3]\n',
+            "sources.a.tables[0]: expected a pattern, got an integer (3)",
+        ),
+        (
+            '[sources.a]\ndsn = "a.sqlite"\nrow_filters = { orders = "region = = 1" }\n',
+            "sources.a.row_filters.orders: not a valid sqlite condition",
+        ),
+        (
+            '[sources.a]\ndsn = "a.sqlite"\nrow_filters = { orders = 1 }\n',
+            "sources.a.row_filters.orders: expected an SQL",
+        ),
         (
             '[sources.a]\ndsn = "a.sqlite"\n[identities.x]\ntoken_sha256 = "abc"\n',
             "identities.x.token_sha256: expected 64 hex digits",

@@ -24,7 +24,8 @@ def team_server(sqlite_dsn, csv_dsn, tmp_path_factory):
     config = folder / "team.toml"
     config.write_text(
         f'[sources.music]\ndsn = "{sqlite_dsn}"\n\n[sources.exports]\ndsn = "{csv_dsn}"\n\n'
-        f'[identities.analyst]\ntoken_sha256 = "{token_digest(ANALYST_TOKEN)}"\nsources = ["music"]\n\n'
+        f'[identities.analyst]\ntoken_sha256 = "{token_digest(ANALYST_TOKEN)}"\nsources = ["music"]\n'
+        'hidden_columns = ["customers.city"]\nrow_filters = { customers = "city = \'London\'" }\n\n'
         '[identities.admin]\ntoken = "${ADMIN_TOKEN}"\n'
     )
     audit = folder / "audit.jsonl"
@@ -89,3 +90,24 @@ def test_token_prints_a_new_token_and_its_line_for_the_file():
     assert run_cli("token", "analyst").stdout.split("\n")[0] != token
     bad = run_cli("token", "Bad Name")
     assert bad.returncode == 2 and "lower-case letters" in bad.stderr
+
+
+def test_an_identity_s_own_rules_hide_more_for_it_alone(team_server):
+    server, _ = team_server
+    query = {"sql": "SELECT * FROM customers ORDER BY id", "source": "music"}
+    described, rows, city = calls_as(
+        server,
+        ANALYST_TOKEN,
+        [
+            ("describe_table", {"table": "customers"}),
+            ("run_query", query),
+            ("run_query", {"sql": "SELECT city FROM customers"}),
+        ],
+    )[:3]
+    assert [c["name"] for c in described.structured_content["columns"]] == ["id", "name"]
+    assert rows.structured_content["columns"] == ["id", "name"]
+    assert [r[1] for r in rows.structured_content["rows"]] == ["Ada Lovelace", "Alan Turing"]  # London only
+    assert city.is_error and "does not exist" in city.content[0].text
+    admin_rows = calls_as(server, ADMIN_TOKEN, [("run_query", query)])[0]
+    assert admin_rows.structured_content["columns"] == ["id", "name", "city"]
+    assert admin_rows.structured_content["row_count"] == 4
