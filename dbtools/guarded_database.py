@@ -12,9 +12,8 @@ import sqlglot
 from sqlglot import exp
 
 from dbtools.engines import Database, QueryResult, TableInfo
-from dbtools.errors import DatabaseToolError, UnknownObjectError
+from dbtools.errors import DatabaseToolError
 from dbtools.hidden_query import HiddenDataGuard
-from dbtools.name_hints import closest_hint, lookup_name
 from dbtools.visibility import VisibilityRules, table_names
 
 # CREATE [OR REPLACE] [ALGORITHM=... DEFINER=... SQL SECURITY ...] [MATERIALIZED] VIEW name AS ... (MySQL's
@@ -105,14 +104,8 @@ class GuardedDatabase:
         return self._view()[0]
 
     def table(self, name: str) -> TableInfo:
-        by_name = {t.name: t for t in self.tables()}
-        cleaned = self._inner._normalise_table_name(name)
-        found = lookup_name(by_name, cleaned)
-        if found is None:
-            raise UnknownObjectError(
-                f'no table named "{name}"' + closest_hint(cleaned, list(by_name), "tables")
-            )
-        return found
+        # The base class's lookup, over the visible tables: its hints never name a hidden one.
+        return Database.table(self, name)  # type: ignore[arg-type]
 
     def rewritten(self, sql: str) -> str:
         """`sql` after the read-only policy, rewritten to read only what is visible."""
