@@ -45,9 +45,8 @@ class GuardedDatabase:
         self._lock = threading.Lock()
         self._built: tuple[int, list[TableInfo], HiddenDataGuard] | None = None
         self._rules_digest = hashlib.sha256(repr(rules).encode()).hexdigest()[:16]
-        if in_engine and hasattr(
-            inner, "hide"
-        ):  # the engine enforces the hidden columns itself (SQLite's authorizer)
+        if in_engine and hasattr(inner, "hide"):
+            # The engine enforces the hidden columns itself too (SQLite's authorizer).
             inner.hide(
                 lambda table, column: not (rules.table_visible(table) and rules.column_visible(table, column))
             )
