@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the tests need (PostgreSQL, MariaDB and OpenSSH server binaries, sqlscout with the local
-# engine and the test extra into .venv, pinned by constraints.txt), then runs lint and the whole test suite. The
-# suite starts and stops its own throwaway PostgreSQL, MariaDB and OpenSSH servers.
+# engine and the test extra into .venv, pinned by constraints.txt), then runs lint and the whole test suite
+# (`--fast`: only the fast tier, `-m "not slow"`; other arguments go to pytest). The suite starts and stops
+# its own throwaway PostgreSQL, MariaDB and OpenSSH servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,4 +26,12 @@ source scripts/venv.sh
 install_sqlscout "local,test" "about 5 GB with the CUDA build of PyTorch on Linux; usually 5-10 minutes"
 python -m ruff check .
 python -m ruff format --check .
-python -m pytest "$@"
+pytest_args=()
+for arg in "$@"; do
+    if [ "$arg" = "--fast" ]; then
+        pytest_args+=(-m "not slow")
+    else
+        pytest_args+=("$arg")
+    fi
+done
+python -m pytest ${pytest_args[@]+"${pytest_args[@]}"}

@@ -1,9 +1,12 @@
-"""Session fixtures shared by the whole suite: the Triton interpreter switch, a real PostgreSQL and MariaDB, and a
-cache directory of the run's own."""
+"""Session fixtures shared by the whole suite: the Triton interpreter switch, a real PostgreSQL, MariaDB and OpenSSH
+server, a cache directory of the run's own, and the fixture database (tests/fixture_schema.py) on every engine;
+and the list of slow tests that the fast tier leaves out."""
 
 from __future__ import annotations
 
 import os
+import uuid
+from pathlib import Path
 
 import torch
 
@@ -11,10 +14,83 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import psycopg  # noqa: E402
 import pytest  # noqa: E402
 
+from dbtools.demo import default_demo_path  # noqa: E402
 from dbtools.throwaway_mariadb import MariaDBServer  # noqa: E402
 from dbtools.throwaway_postgres import PostgresServer  # noqa: E402
+from tests.fixture_schema import (  # noqa: E402
+    build_duckdb,
+    build_mysql,
+    build_postgres,
+    build_sqlite,
+    mysql_connection,
+    write_csv_folder,
+)
+
+SUBPROCESS_SERVERS = "starts sqlscout servers in subprocesses"
+# What the fast tier (`-m "not slow"`, scripts/test.sh --fast) leaves out: a test file, or one test of a file (every
+# parameter of it), and why it is slow.
+SLOW = {
+    "tests/kernels/test_compile_targets.py": "compiles 124 kernels for six GPU targets (minutes on a first run)",
+    "tests/kernels/test_weight_products.py::test_products_built_for_other_instruction_sets_match_the_reference": (
+        "builds the C++ weight products twice more"
+    ),
+    "tests/model/test_compiled_decode.py::test_compiled_decoding_matches_eager_decoding": "torch.compile",
+    "tests/model/test_compiled_decode.py::test_warming_up_compiles_the_step_a_later_session_of_one_row_runs": (
+        "torch.compile"
+    ),
+    "tests/model/test_real_shapes.py": "Qwen3.5-2B's layer shapes in bf16",
+    "tests/model/test_cli.py::test_json_output_with_greedy_decoding": "loads a model in a subprocess",
+    "tests/model/test_cpu_weights.py::test_int4_projections_of_the_real_width_are_int4": "real-size shapes",
+    "tests/model/test_cpu_weights.py::test_quantized_logits_stay_close_to_the_fp32_ones": (
+        "quantizes a head of the real vocabulary"
+    ),
+    "tests/model/test_cpu_weights.py::test_quantized_weights_are_kept_and_read_back_instead_of_quantized_again": (
+        "quantizes a head of the real vocabulary"
+    ),
+    "tests/agent/test_local_batching.py": "decodes batches of questions with a tiny model",
+    "tests/benchmarks/test_concurrency.py::test_a_replayed_reply_is_decoded_token_by_token_in_the_batch": (
+        "runs the concurrency benchmark's local engine"
+    ),
+    "tests/benchmarks/test_concurrency.py::test_a_run_reports_each_size_with_ratios_against_one_after_another": (
+        "runs the concurrency benchmark"
+    ),
+    "tests/server/test_light_install.py": "builds the wheel and a virtual environment",
+    "tests/benchmarks/test_gpu_machine_imports.py::test_the_ask_episode_runs_without_the_server_packages": (
+        "runs the GPU suite's ask episode in a subprocess"
+    ),
+    "tests/benchmarks/test_agent_episode.py::test_forced_replay_runs_every_token_once_and_counts_the_resend_peer": (
+        "an episode on the full demo database"
+    ),
+    "tests/dbtools/test_demo.py::test_default_demo_is_cached_by_generator_version": "the full demo database",
+    "tests/dbtools/test_demo.py::test_demo_has_many_tables_and_rows": "the full demo database",
+    "tests/dbtools/test_demo.py::test_every_foreign_key_resolves": "the full demo database",
+    "tests/dbtools/test_demo.py::test_demo_has_nulls_skew_and_grounding_values": "the full demo database",
+    "tests/dbtools/test_demo.py::test_create_table_text_mixes_real_styles": "the full demo database",
+    "tests/dbtools/test_demo.py::test_load_mysql_copies_every_table": "loads the demo into MariaDB twice",
+    "tests/dbtools/test_attacks.py::test_the_engine_refuses_writes_even_without_the_parser_check": (
+        "the attack matrix run on the engines, some attacks until their timeout"
+    ),
+    "tests/faults/test_postgres_faults.py::test_a_restart_under_load_gives_clear_errors_and_no_stall": (
+        "restarts the PostgreSQL server"
+    ),
+    "tests/faults/test_endpoint_faults.py": SUBPROCESS_SERVERS,
+    "tests/faults/test_hangups.py": SUBPROCESS_SERVERS,
+    "tests/server/test_audit_log.py::test_sixteen_clients_at_once_lose_no_line_and_interleave_none": (
+        SUBPROCESS_SERVERS
+    ),
+    "tests/server/test_cli.py": SUBPROCESS_SERVERS,
+    "tests/server/test_concurrency_http.py": SUBPROCESS_SERVERS,
+    "tests/server/test_http.py": SUBPROCESS_SERVERS,
+    "tests/server/test_identities.py": SUBPROCESS_SERVERS,
+    "tests/server/test_local_concurrency_http.py": SUBPROCESS_SERVERS,
+    "tests/server/test_sources.py": SUBPROCESS_SERVERS,
+    "tests/server/test_stdio.py": SUBPROCESS_SERVERS,
+    "tests/server/test_stdio_pipes.py": SUBPROCESS_SERVERS,
+    "tests/server/test_stdio_transport.py": SUBPROCESS_SERVERS,
+}
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -86,3 +162,90 @@ def running_sshd(sshd):
     if not sshd.running:
         sshd.start()
     return sshd
+
+
+@pytest.fixture(scope="session")
+def demo_database(run_cache_dir) -> Path:
+    """The default demo database, built once per run through default_demo_path() into the run's cache directory,
+    where open_database(None) and the servers that tests start find it."""
+    previous = os.environ["SQLSCOUT_CACHE_DIR"]
+    os.environ["SQLSCOUT_CACHE_DIR"] = str(run_cache_dir)  # a test may point it elsewhere for the moment
+    try:
+        return default_demo_path()
+    finally:
+        os.environ["SQLSCOUT_CACHE_DIR"] = previous
+
+
+# The fixture database on each engine, built once per run. Tests only read it; one that changes it puts it back.
+@pytest.fixture(scope="session")
+def sqlite_dsn(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("sqlite-fixture") / "fixture.sqlite"
+    build_sqlite(str(path))
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn(pg_server_dsn) -> str:
+    """A uniquely named database in the session's PostgreSQL server, dropped at the end of the run."""
+    name = f"sqlscout_fixture_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    dsn = pg_server_dsn.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        build_postgres(dsn)
+        yield dsn
+    finally:
+        with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def mysql_dsn(mariadb_server_dsn) -> str:
+    """A uniquely named database in the session's MariaDB server, dropped at the end of the run."""
+    name = f"sqlscout_fixture_{uuid.uuid4().hex[:10]}"
+    with mysql_connection(f"{mariadb_server_dsn}/mysql") as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{name}`")
+    dsn = f"{mariadb_server_dsn}/{name}"
+    try:
+        build_mysql(dsn)
+        yield dsn
+    finally:
+        with mysql_connection(f"{mariadb_server_dsn}/mysql") as conn, conn.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE `{name}`")
+
+
+@pytest.fixture(scope="session")
+def duckdb_dsn(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("duckdb-fixture") / "fixture.duckdb"
+    build_duckdb(str(path))
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def csv_dsn(tmp_path_factory) -> str:
+    """The fixture tables as a folder of CSV files, one per table with a header line, opened by DuckDB (no keys:
+    CSV has none)."""
+    folder = tmp_path_factory.mktemp("csv-fixture")
+    write_csv_folder(folder)
+    return str(folder)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Marks the tests SLOW names as slow; an entry naming a test that its module no longer has is an error, so
+    that a renamed test cannot drop out of the fast tier's list unnoticed."""
+    modules = {}
+    for item in items:
+        path, _, rest = item.nodeid.partition("::")
+        modules[path] = item.module
+        if path in SLOW or f"{path}::{rest.split('[')[0]}" in SLOW:
+            item.add_marker(pytest.mark.slow)
+    stale = [
+        key
+        for key in SLOW
+        if "::" in key
+        and key.split("::")[0] in modules
+        and not hasattr(modules[key.split("::")[0]], key.split("::")[1])
+    ]
+    if stale:
+        raise pytest.UsageError(f"tests/conftest.py SLOW names tests that do not exist: {', '.join(stale)}")

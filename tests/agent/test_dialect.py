@@ -12,7 +12,7 @@ import pytest
 
 from dbtools.engines import open_database
 from mcp_server.agent.dialect import DialectTranslator
-from tests.dbtools.fixture_schema import mysql_connection
+from tests.fixture_schema import mysql_connection
 
 MIXED_CASE_SCHEMA = [
     'CREATE TABLE "AlertLogs" (id INTEGER PRIMARY KEY, "userId" INTEGER, "triggeredAt" TEXT, note TEXT)',

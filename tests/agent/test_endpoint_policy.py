@@ -48,7 +48,8 @@ def test_episode_over_http_with_a_retry_after_a_server_error(sqlite_db):
     )
     assert retried["prompt"] == (
         first["prompt"] + f"Tables first.</think>\n{LIST}<|im_end|>\n<|im_start|>user\n{LIST}\n"
-        "departments, employees (2 tables)\n\n[5 tool turns left before you must answer]<|im_end|>\n"
+        "users, aler, AlertLogs, countries, customers, products, orders, order_items, weird name, big_text, "
+        "empty_table, departments, employees (13 tables)\n\n[5 tool turns left before you must answer]<|im_end|>\n"
         "<|im_start|>assistant\n<think>\n"
     )
     # The second turn's limit comes from the server's own count of the first exchange.

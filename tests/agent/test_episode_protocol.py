@@ -17,6 +17,13 @@ LIST = '{"tool": "list_tables", "args": {}}'
 SALES_SQL = "SELECT e.name FROM employees e JOIN departments d ON d.id = e.dept_id WHERE d.name = 'Sales' ORDER BY e.id"
 SALES_CALL = json.dumps({"tool": "run_query", "args": {"sql": SALES_SQL}})
 SALES_OUTPUT = "name\nAda\nBo\nFlo"
+# list_tables on the fixture database: SQLite lists the tables in the order they were made, PostgreSQL by name.
+TABLES = {
+    "sqlite": "users, aler, AlertLogs, countries, customers, products, orders, order_items, weird name, big_text, "
+    "empty_table, departments, employees (13 tables)",
+    "postgres": "AlertLogs, aler, big_text, countries, customers, departments, employees, empty_table, order_items, "
+    "orders, products, users, weird name, sales.invoices (14 tables)",
+}
 FORCED = (
     "You have reached the exploration limit. Now generate the final SQL query to answer the question. "
     "Return only the SQL query."
@@ -48,7 +55,7 @@ def test_prompt_text_grows_by_each_round(db, tokenizer):
     )
     assert "departments" not in first and "salary" not in first  # the schema is never in the prompt
     results = (
-        f"{LIST}\ndepartments, employees (2 tables)\n\n{SALES_CALL}\n{SALES_OUTPUT}\n\n"
+        f"{LIST}\n{TABLES[db.dialect]}\n\n{SALES_CALL}\n{SALES_OUTPUT}\n\n"
         "[5 tool turns left before you must answer]"
     )
     assert second == first + replies[0] + user_turn(results)
@@ -89,7 +96,7 @@ def test_budget_lines_count_down_to_the_forced_answer(db, tokenizer):
 def test_forced_answer_without_a_good_query_and_an_empty_answer_has_no_sql(db, tokenizer):
     replies = ["</think>\n" + LIST] * 6 + [""]
     answer, seen = ask(db, tokenizer, [replies])
-    assert seen[0][6].endswith(f"departments, employees (2 tables)\n\n{FORCED}{HEADER}")
+    assert seen[0][6].endswith(f"{TABLES[db.dialect]}\n\n{FORCED}{HEADER}")
     assert answer.ending == "no_sql"
     assert answer.sql is None and answer.to_dict()["rows"] == []
 

@@ -10,8 +10,8 @@ from mcp import Client
 from dbtools.sources import ServerLimits, SourceSet, SourceSpec
 from mcp_server.server import build_server
 from mcp_server.settings import Settings
-from tests.dbtools.fixture_schema import snapshot
 from tests.dbtools.test_attacks import ATTACKS
+from tests.fixture_schema import snapshot
 
 SOURCES = {
     "lite": "sqlite",
@@ -21,7 +21,7 @@ SOURCES = {
     "files": "csv",
 }
 # The templates that need a per-test folder or object are the single-engine suite's.
-STATEMENTS = [sql for sqls in ATTACKS.values() for sql in sqls if "{" not in sql]
+STATEMENTS = [sql for _, sqls in ATTACKS.values() for sql in sqls if "{" not in sql]
 
 
 @pytest.mark.parametrize(

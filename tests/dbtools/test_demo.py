@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import sqlite3
 import uuid
@@ -17,30 +16,13 @@ from dbtools.demo import GENERATOR_VERSION, build_demo, default_demo_path
 from dbtools.demo.__main__ import build_parser as demo_parser
 from dbtools.demo.__main__ import main as demo_main
 from dbtools.demo.domains import DOMAINS, TABLES
-from tests.dbtools.fixture_schema import mysql_connection
+from tests.fixture_schema import mysql_connection
 from tests.usage_errors import usage_error
 
 
 @pytest.fixture(scope="session")
-def demo_cache(tmp_path_factory) -> Path:
-    """A fresh cache directory holding the default demo database, built through default_demo_path()."""
-    directory = tmp_path_factory.mktemp("demo-cache")
-    previous = os.environ.get("SQLSCOUT_CACHE_DIR")
-    os.environ["SQLSCOUT_CACHE_DIR"] = str(directory)
-    try:
-        default_demo_path()
-    finally:
-        if previous is None:
-            del os.environ["SQLSCOUT_CACHE_DIR"]
-        else:
-            os.environ["SQLSCOUT_CACHE_DIR"] = previous
-    return directory
-
-
-@pytest.fixture(scope="session")
-def demo(demo_cache) -> sqlite3.Connection:
-    (path,) = demo_cache.glob("*.sqlite")
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+def demo(demo_database) -> sqlite3.Connection:
+    conn = sqlite3.connect(f"file:{demo_database}?mode=ro", uri=True)
     yield conn
     conn.close()
 
@@ -68,13 +50,14 @@ def _content_hash(path: Path) -> str:
     return digest.hexdigest()
 
 
-def test_default_demo_is_cached_by_generator_version(demo_cache, monkeypatch):
-    monkeypatch.setenv("SQLSCOUT_CACHE_DIR", str(demo_cache))
-    path = default_demo_path()
-    assert path.parent == demo_cache and f"v{GENERATOR_VERSION}" in path.name
+def test_default_demo_is_cached_by_generator_version(demo_database, run_cache_dir, monkeypatch):
+    """demo_database is the run's default_demo_path(), built on first use."""
+    monkeypatch.setenv("SQLSCOUT_CACHE_DIR", str(run_cache_dir))
+    path = demo_database
+    assert path.parent == run_cache_dir and f"v{GENERATOR_VERSION}" in path.name
     stamp = path.stat().st_mtime_ns
     assert default_demo_path() == path and path.stat().st_mtime_ns == stamp  # reused, not rebuilt
-    assert [p.name for p in demo_cache.iterdir()] == [path.name]  # no temporary build left behind
+    assert [p.name for p in run_cache_dir.glob("demo-*")] == [path.name]  # no temporary build left behind
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == GENERATOR_VERSION
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from tests.dbtools.fixture_schema import build_sqlite
+from tests.fixture_schema import build_sqlite
 
 
 def view_count_reads(db, monkeypatch) -> list[str]:

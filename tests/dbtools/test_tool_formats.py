@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dbtools.agent_tools import AgentToolbox
-from tests.dbtools.fixture_schema import COMMON_TABLES
+from tests.fixture_schema import COMMON_TABLES
 
 PUBLISHED_DESCRIBE = (
     "CREATE TABLE AlertLogs (id INTEGER PRIMARY KEY NOT NULL, alertId INTEGER, userId INTEGER, "
@@ -113,7 +113,7 @@ def test_describe_table_shows_the_stored_create_table_on_duckdb(duckdb_dsn, open
         "FOREIGN KEY (alertId) REFERENCES aler(id), FOREIGN KEY (userId) REFERENCES users(id))"
     )
     assert tools.call("describe_table", {"table_name": "customers"}).text == (
-        'CREATE TABLE customers(id INTEGER PRIMARY KEY, "name" VARCHAR NOT NULL, country_code VARCHAR, '
+        'CREATE TABLE customers(id INTEGER PRIMARY KEY, "name" VARCHAR NOT NULL, country_code VARCHAR, city VARCHAR, '
         "FOREIGN KEY (country_code) REFERENCES countries(code))"
         "; COMMENT ON TABLE \"customers\" IS 'People and companies who order'"
         '; COMMENT ON COLUMN "customers"."country_code" IS \'ISO 3166 alpha-2 code\''

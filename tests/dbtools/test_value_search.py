@@ -21,8 +21,7 @@ from dbtools.engines import open_database
 from dbtools.errors import UnknownObjectError
 from dbtools.value_search import ValueIndex
 from dbtools.value_search.store import default_index_path
-from tests.fixture_schema import ENGINES
-from tests.fixture_schema import mysql_connection
+from tests.fixture_schema import ENGINES, mysql_connection
 
 
 @pytest.fixture(scope="session")

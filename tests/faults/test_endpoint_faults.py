@@ -14,7 +14,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
 from tests.completions_server import DIE, HOLD, CompletionsServer, completion
-from tests.server.conftest import ServerProcess, free_port, shop_sqlite, subprocess_env
+from tests.fixture_schema import fixture_rows
+from tests.server.conftest import ServerProcess, free_port, subprocess_env
 
 pytestmark = pytest.mark.anyio
 
@@ -38,8 +39,7 @@ def endpoint_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, endpoint_port):
-    dsn = shop_sqlite(tmp_path_factory.mktemp("shop") / "shop.sqlite")
+def server(sqlite_dsn, endpoint_port):
     env = subprocess_env(
         SQLSCOUT_ENDPOINT=f"http://127.0.0.1:{endpoint_port}",
         SQLSCOUT_ENDPOINT_MODEL="m",
@@ -47,7 +47,7 @@ def server(tmp_path_factory, endpoint_port):
         SQLSCOUT_ENDPOINT_RETRIES=str(RETRIES),
         SQLSCOUT_ENDPOINT_TIMEOUT=str(TIMEOUT_S),
     )
-    process = ServerProcess("--dsn", dsn, env=env)
+    process = ServerProcess("--dsn", sqlite_dsn, env=env)
     yield process
     process.stop()
 
@@ -86,7 +86,7 @@ async def fails_clearly(server: ServerProcess, endpoint_url: str, *phrases: str)
 async def answers(server: ServerProcess) -> None:
     result, elapsed = await ask(server)
     assert not result.is_error, result.content[0].text
-    assert result.structured_content["rows"] == [[12]]
+    assert result.structured_content["rows"] == [[len(fixture_rows()["orders"])]]
     assert elapsed < REPORTED_WITHIN_S
 
 

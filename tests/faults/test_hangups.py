@@ -16,6 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.completions_server import HOLD, CompletionsServer, completion
+from tests.fixture_schema import fixture_rows
 from tests.server.conftest import (
     INITIALIZE,
     MCP_HEADERS,
@@ -23,7 +24,6 @@ from tests.server.conftest import (
     SERVER_COMMAND,
     ServerProcess,
     free_port,
-    shop_sqlite,
     subprocess_env,
 )
 
@@ -45,19 +45,14 @@ STDIO_TRIES = 5
 
 
 @pytest.fixture(scope="module")
-def shop(tmp_path_factory) -> str:
-    return shop_sqlite(tmp_path_factory.mktemp("shop") / "shop.sqlite")
-
-
-@pytest.fixture(scope="module")
 def endpoint_port() -> int:
     return free_port()
 
 
 @pytest.fixture(scope="module")
-def server(shop, endpoint_port):
+def server(sqlite_dsn, endpoint_port):
     env = subprocess_env(SQLSCOUT_ENDPOINT=f"http://127.0.0.1:{endpoint_port}", SQLSCOUT_ENDPOINT_MODEL="m")
-    process = ServerProcess("--dsn", shop, env=env)
+    process = ServerProcess("--dsn", sqlite_dsn, env=env)
     yield process
     process.stop()
 
@@ -113,7 +108,7 @@ async def answers(server: ServerProcess) -> None:
         async with Client(streamable_http_client(server.url)) as client:
             result = await client.call_tool(ASK["name"], ASK["arguments"])
     assert not result.is_error, result.content[0].text
-    assert result.structured_content["rows"] == [[12]]
+    assert result.structured_content["rows"] == [[len(fixture_rows()["orders"])]]
     assert time.monotonic() - started < ANSWERED_WITHIN_S
 
 
@@ -151,11 +146,11 @@ def send(process: subprocess.Popen, message: dict) -> None:
     process.stdin.flush()
 
 
-def start_stdio_server(shop: str, endpoint: CompletionsServer) -> subprocess.Popen:
+def start_stdio_server(dsn: str, endpoint: CompletionsServer) -> subprocess.Popen:
     """The server over stdio, sent the handshake and a question (it reads them once it has started)."""
     env = subprocess_env(SQLSCOUT_ENDPOINT=endpoint.url, SQLSCOUT_ENDPOINT_MODEL="m")
     server = subprocess.Popen(
-        [*SERVER_COMMAND, "--dsn", shop],
+        [*SERVER_COMMAND, "--dsn", dsn],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -184,11 +179,11 @@ def hang_up(server: subprocess.Popen, endpoint: CompletionsServer) -> tuple[int,
 
 
 @pytest.mark.parametrize("attempt", range(STDIO_TRIES))
-def test_a_stdio_client_that_hangs_up_mid_question_ends_the_server_quietly(shop, attempt):
+def test_a_stdio_client_that_hangs_up_mid_question_ends_the_server_quietly(sqlite_dsn, attempt):
     """Closing both pipes while the model writes: the race between the hang-up and the reply that is due
     (written to a closed pipe) goes either way, so the test runs several times."""
     with CompletionsServer([HOLD]) as endpoint:
-        status, exited_after, stderr = hang_up(start_stdio_server(shop, endpoint), endpoint)
+        status, exited_after, stderr = hang_up(start_stdio_server(sqlite_dsn, endpoint), endpoint)
     assert status == 0, stderr
     assert "Traceback" not in stderr and "Error" not in stderr, stderr
     assert exited_after < EXITED_WITHIN_S, f"exited {exited_after:.1f} s after the hang-up"

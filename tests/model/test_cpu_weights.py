@@ -261,14 +261,14 @@ def test_quantized_weights_are_kept_and_read_back_instead_of_quantized_again(
 
 
 def test_int8_and_int4_weights_are_kept_apart(checkpoint_dirs, tmp_path):
-    _load(checkpoint_dirs["text_tied"], tmp_path, "int8")
-    _load(checkpoint_dirs["text_tied"], tmp_path, "int4")
+    _load(checkpoint_dirs["text_mqa"], tmp_path, "int8")
+    _load(checkpoint_dirs["text_mqa"], tmp_path, "int4")
     assert len(list((tmp_path / QUANTIZED_CACHE).glob("*.safetensors"))) == 2
 
 
 def test_a_changed_checkpoint_gets_new_quantized_weights(checkpoint_dirs, tmp_path):
     directory = tmp_path / "model"
-    shutil.copytree(checkpoint_dirs["text_tied"], directory)
+    shutil.copytree(checkpoint_dirs["text_mqa"], directory)
     _load(directory, tmp_path / "cache", "int4")
     weights = directory / "model.safetensors"
     os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1_000_000_000))
@@ -277,10 +277,10 @@ def test_a_changed_checkpoint_gets_new_quantized_weights(checkpoint_dirs, tmp_pa
 
 
 def test_an_unreadable_cache_file_is_quantized_again_and_replaced(checkpoint_dirs, tmp_path, caplog):
-    dense = _load(checkpoint_dirs["text_tied"], tmp_path, "int8").model.weights
+    dense = _load(checkpoint_dirs["text_mqa"], tmp_path, "int8").model.weights
     (kept,) = (tmp_path / QUANTIZED_CACHE).glob("*.safetensors")
     kept.write_bytes(b"not a safetensors file")
-    weights = _load(checkpoint_dirs["text_tied"], tmp_path, "int8").model.weights
+    weights = _load(checkpoint_dirs["text_mqa"], tmp_path, "int8").model.weights
     assert "ignoring the unreadable quantized weights cache" in caplog.text
     assert _same(weights["lm_head.weight"], dense["lm_head.weight"])
     assert kept.stat().st_size > 1000

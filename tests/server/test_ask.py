@@ -13,6 +13,7 @@ from mcp_server.agent.errors import EndpointError, ModelOutOfMemoryError
 from mcp_server.model_runner import ModelRunner
 from mcp_server.server import build_server
 from mcp_server.settings import Settings
+from tests.fixture_schema import ORDERS_PER_STATUS
 from tests.server.conftest import fenced_body
 from tests.server.scripted_policies import SCRIPT, GatedPolicy, byte_replay
 
@@ -36,7 +37,7 @@ async def test_ask_database_returns_sql_rows_trace_and_progress(shop_db):
         )
     assert not result.is_error, result.content[0].text
     answer = result.structured_content
-    assert answer["rows"] == [["pending", 6], ["shipped", 6]]
+    assert answer["rows"] == ORDERS_PER_STATUS
     assert answer["columns"] == ["status", "n"]
     assert answer["ending"] == "submit_sql"
     assert answer["sql_dialect"] == shop_db.dialect
@@ -45,7 +46,7 @@ async def test_ask_database_returns_sql_rows_trace_and_progress(shop_db):
     assert [p[0] for p in progress] == [1, 2] and progress[0][1] == progress[1][1] >= 6
     assert "2 tool calls" in progress[0][2]
     body = fenced_body(result.content[0].text)
-    assert "pending | 6" in body and "GROUP BY status" in body
+    assert "pending | 7" in body and "GROUP BY status" in body
 
 
 async def test_without_a_model_ask_explains_and_the_other_tools_work(shop_server):
@@ -74,7 +75,7 @@ async def test_questions_past_the_limit_wait_their_turn(shop_db):
             quick = await client.call_tool("run_query", {"sql": "SELECT 1 AS one"})
             assert quick.structured_content["rows"] == [[1]]
             policy.gate.set()
-    assert [a.structured_content["rows"] for a in answers] == [[["pending", 6], ["shipped", 6]]] * 3
+    assert [a.structured_content["rows"] for a in answers] == [ORDERS_PER_STATUS] * 3
     assert policy.most_active == 2
 
 
@@ -100,7 +101,7 @@ async def test_a_model_that_fails_to_load_is_reported_per_question(shop_db, tmp_
         other = await client.call_tool("list_tables", {})
     assert first.is_error
     assert f"loading the model from {tmp_path} failed" in first.content[0].text
-    assert other.structured_content["total"] == 3
+    assert other.structured_content["total"] == len(shop_db.tables())
 
 
 class FailingOncePolicy:
@@ -153,7 +154,7 @@ async def test_a_model_failing_mid_question_is_one_clear_error_and_the_next_ques
     )
     assert [r.levelname for r in caplog.records] == ["INFO"] and not caplog.records[0].exc_info
     assert str(error) in caplog.records[0].getMessage()
-    assert after.structured_content["rows"] == [["pending", 6], ["shipped", 6]]
+    assert after.structured_content["rows"] == ORDERS_PER_STATUS
 
 
 def test_a_model_that_fails_to_load_in_the_background_is_one_line(shop_db, tmp_path, caplog):

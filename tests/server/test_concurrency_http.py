@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.completions_server import HOLD, CompletionsServer, completion
-from tests.server.conftest import ServerProcess, free_port, shop_sqlite, subprocess_env
+from tests.server.conftest import ServerProcess, free_port, subprocess_env
 
 pytestmark = pytest.mark.anyio
 
@@ -34,23 +34,18 @@ def answer_for(body: dict) -> tuple[int, dict]:
 
 
 @pytest.fixture(scope="module")
-def shop(tmp_path_factory) -> str:
-    return shop_sqlite(tmp_path_factory.mktemp("shop") / "shop.sqlite")
-
-
-@pytest.fixture(scope="module")
 def endpoint_port() -> int:
     return free_port()
 
 
-def serve(shop: str, endpoint_port: int, *args: str) -> ServerProcess:
+def serve(dsn: str, endpoint_port: int, *args: str) -> ServerProcess:
     env = subprocess_env(SQLSCOUT_ENDPOINT=f"http://127.0.0.1:{endpoint_port}", SQLSCOUT_ENDPOINT_MODEL="m")
-    return ServerProcess("--dsn", shop, *args, env=env)
+    return ServerProcess("--dsn", dsn, *args, env=env)
 
 
 @pytest.fixture(scope="module")
-def server(shop, endpoint_port):
-    process = serve(shop, endpoint_port)
+def server(sqlite_dsn, endpoint_port):
+    process = serve(sqlite_dsn, endpoint_port)
     yield process
     process.stop()
 
@@ -131,8 +126,8 @@ async def test_a_burst_of_50_is_answered_while_the_tools_keep_working(server, en
     assert endpoint.most_in_flight == 8
 
 
-async def test_a_question_cancelled_while_waiting_never_reaches_the_endpoint(shop, endpoint_port):
-    server = serve(shop, endpoint_port, "--max-concurrent-questions", "1")
+async def test_a_question_cancelled_while_waiting_never_reaches_the_endpoint(sqlite_dsn, endpoint_port):
+    server = serve(sqlite_dsn, endpoint_port, "--max-concurrent-questions", "1")
     try:
         with CompletionsServer([HOLD], port=endpoint_port, respond=answer_for) as endpoint:
             async with anyio.create_task_group() as group:

@@ -11,10 +11,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from tests.fixture_schema import COMMON_TABLES, fixture_rows
 from tests.server.conftest import (
     INITIALIZE,
     MCP_HEADERS,
-    ORDERS,
     PROJECT_ROOT,
     SERVER_COMMAND,
     ServerProcess,
@@ -51,7 +51,7 @@ async def test_tools_over_http(open_server):
         result = await client.call_tool("run_query", {"sql": "SELECT COUNT(*) AS n FROM orders"})
         refused = await client.call_tool("run_query", {"sql": "DROP TABLE orders"})
     assert {"ask_database", "run_query", "list_tables"} <= tools
-    assert result.structured_content["rows"] == [[len(ORDERS)]]
+    assert result.structured_content["rows"] == [[len(fixture_rows()["orders"])]]
     assert refused.is_error
 
 
@@ -78,7 +78,7 @@ async def test_token_is_required_and_checked(token_server):
     assert httpx.post(token_server.url, json=INITIALIZE, headers=with_token).status_code == 403
     async with client_for(token_server, {"Authorization": f"Bearer {TOKEN}"}) as client:
         result = await client.call_tool("list_tables", {})
-    assert result.structured_content["total"] == 3
+    assert result.structured_content["total"] == len(COMMON_TABLES)
 
 
 def test_logs_go_to_stderr_only(sqlite_dsn, cache_dir):

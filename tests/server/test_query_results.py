@@ -7,7 +7,8 @@ import pytest
 from mcp import Client
 
 from mcp_server.server import DEFAULT_RESULT_CHARS, DEFAULT_RESULT_ROWS
-from tests.server.conftest import ORDERS, fenced_body
+from tests.fixture_schema import fixture_rows
+from tests.server.conftest import fenced_body
 
 pytestmark = pytest.mark.anyio
 
@@ -21,10 +22,10 @@ COLUMN_TYPES = {
     "mysql": ["int", "text", "decimal", None],
     "duckdb": ["INTEGER", "VARCHAR", "DECIMAL(8,2)", "INTEGER"],
 }
-# What each engine's plan shows for a lookup by primary key.
+# What each engine's plan shows for a lookup by primary key (PostgreSQL, knowing the table's 40 rows, scans them).
 KEY_LOOKUP = {
     "sqlite": "SEARCH orders USING INTEGER PRIMARY KEY",
-    "postgres": "Index Scan",
+    "postgres": "Filter: (id = 3)",
     "mysql": "orders | const | PRIMARY | PRIMARY",
     "duckdb": "Filters: id=3",
 }
@@ -55,7 +56,10 @@ async def test_without_max_rows_a_result_stops_near_2000_tokens_and_says_what_wa
     assert wide.structured_content["truncation"].startswith(f"{left} more rows left out")
     # An explicit max_rows is honoured (up to --max-rows, 100 here).
     assert asked.structured_content["row_count"] == 80
-    assert small.structured_content["row_count"] == len(ORDERS) and not small.structured_content["truncated"]
+    assert (
+        small.structured_content["row_count"] == len(fixture_rows()["orders"])
+        and not small.structured_content["truncated"]
+    )
 
 
 async def test_every_result_carries_its_column_types(shop_server, shop_db):
@@ -84,8 +88,8 @@ async def test_every_result_carries_its_column_types(shop_server, shop_db):
     ("sql", "unknown", "closest"),
     [
         ("SELECT stauts FROM orders", "stauts", "closest columns: status (orders)"),
-        ("SELECT o.quantty FROM orders o", "quantty", "closest columns: quantity (orders)"),
-        ("SELECT * FROM ordrs", "ordrs", "closest tables: orders"),
+        ("SELECT o.quantty FROM order_items o", "quantty", "closest columns: quantity (order_items)"),
+        ("SELECT * FROM ordrs", "ordrs", "closest tables: orders, order_items"),
         ("SELECT titel FROM products", "titel", "closest columns: title (products)"),
     ],
 )
@@ -107,7 +111,7 @@ async def test_explain_query_shows_the_plan_without_running_the_query(shop_serve
     body = fenced_body(plan.content[0].text)
     assert plan.structured_content["plan"] == body
     assert KEY_LOOKUP[shop_db.dialect] in body
-    # 12^7 rows would take far longer than the 5 s timeout to count: only the plan is made.
+    # 40^7 rows would take far longer than the 5 s timeout to count: only the plan is made.
     assert not never_run.is_error and never_run.structured_content["plan"].count("\n") >= 6
 
 
@@ -127,4 +131,4 @@ async def test_explain_query_refuses_what_query_refuses(shop_server, sql):
         count = await client.call_tool("run_query", {"sql": "SELECT COUNT(*) FROM orders"})
     assert refused.is_error
     assert "Refused by the read-only policy:" in refused.content[0].text
-    assert count.structured_content["rows"] == [[len(ORDERS)]]
+    assert count.structured_content["rows"] == [[len(fixture_rows()["orders"])]]

@@ -13,11 +13,11 @@ from mcp import Client
 from mcp_server.model_runner import ModelRunner
 from mcp_server.server import build_server
 from mcp_server.settings import Settings
+from tests.fixture_schema import ORDERS_PER_STATUS
 from tests.server.scripted_policies import SCRIPT, GatedPolicy, byte_replay
 
 pytestmark = pytest.mark.anyio
 
-ROWS = [["pending", 6], ["shipped", 6]]
 # A stuck question fails the test here instead of hanging the run.
 GUARD_S = 30.0
 
@@ -50,7 +50,7 @@ async def test_questions_run_side_by_side(shop_db):
                 group.start_soon(ask)
             await until(lambda: policy.active == 4, "four questions writing at once")
             policy.gate.set()
-    assert [a.structured_content["rows"] for a in answers] == [ROWS] * 4
+    assert [a.structured_content["rows"] for a in answers] == [ORDERS_PER_STATUS] * 4
 
 
 async def test_a_burst_waits_in_order_of_arrival_without_holding_threads_or_the_tools(shop_db):
@@ -80,7 +80,7 @@ async def test_a_burst_waits_in_order_of_arrival_without_holding_threads_or_the_
             assert policy.most_active == limit
             policy.gate.set()
     assert sorted(answers) == list(range(burst))
-    assert all(a.structured_content["rows"] == ROWS for a in answers.values())
+    assert all(a.structured_content["rows"] == ORDERS_PER_STATUS for a in answers.values())
     started = [next(n for n in range(burst) if f"question {n}?" in p) for p in policy.started]
     assert sorted(started) == list(range(burst))
     # Questions start in order of arrival; those let in together may begin in any order among themselves.
@@ -108,7 +108,7 @@ async def test_a_waiting_question_can_be_cancelled_and_never_starts(shop_db):
             )
             policy.gate.set()
         third = await client.call_tool("ask_database", {"question": "third?"})
-    assert first[0].structured_content["rows"] == third.structured_content["rows"] == ROWS
+    assert first[0].structured_content["rows"] == third.structured_content["rows"] == ORDERS_PER_STATUS
     assert ["first?" in p for p in policy.started] == [True, False]
     assert "third?" in policy.started[1]
 
@@ -130,7 +130,7 @@ async def test_cancelling_a_running_question_lets_the_next_one_in(shop_db):
             await until(lambda: len(policy.started) == 2, "the second question started")
             policy.gate.set()
     assert policy.saw_cancel.is_set()
-    assert second[0].structured_content["rows"] == ROWS
+    assert second[0].structured_content["rows"] == ORDERS_PER_STATUS
 
 
 async def test_progress_reaches_only_its_own_question(shop_db):
@@ -145,7 +145,7 @@ async def test_progress_reaches_only_its_own_question(shop_db):
             result = await client.call_tool(
                 "ask_database", {"question": f"question {number}?"}, progress_callback=on_progress
             )
-            assert result.structured_content["rows"] == ROWS
+            assert result.structured_content["rows"] == ORDERS_PER_STATUS
 
         async with anyio.create_task_group() as group:
             for number in progress:

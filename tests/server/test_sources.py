@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.dbtools.fixture_schema import mysql_connection
+from tests.fixture_schema import mysql_connection
 from tests.server.conftest import ServerProcess, fenced_body, stdio_client, subprocess_env
 from tests.server.test_cli import run_cli
 

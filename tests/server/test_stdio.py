@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from dbtools.demo import GENERATOR_VERSION
-from tests.server.conftest import ORDERS, stdio_client
+from tests.fixture_schema import fixture_rows
+from tests.server.conftest import stdio_client
 
 pytestmark = pytest.mark.anyio
 
@@ -28,24 +31,29 @@ async def _every_database_tool(dsn: str, cache_dir) -> None:
         sample = await client.call_tool("sample_rows", {"table": "products", "limit": 2})
         query = await client.call_tool("run_query", {"sql": "SELECT id FROM orders ORDER BY id"})
         plan = await client.call_tool(
-            "explain_query", {"sql": "SELECT count(*) FROM orders WHERE quantity > 3"}
+            "explain_query", {"sql": "SELECT count(*) FROM order_items WHERE quantity > 3"}
         )
         ask = await client.call_tool("ask_database", {"question": "How many orders?"})
-    assert [t["name"] for t in tables.structured_content["tables"]] == ["orders"]
-    assert described.structured_content["referenced_by"] == []
+    assert {t["name"] for t in tables.structured_content["tables"]} == {"orders", "order_items"}
+    assert [c["name"] for c in described.structured_content["columns"]] == ["id", "customer_id", "status"]
     assert "CREATE TABLE" in described.structured_content["create_sql"].upper()
     assert schema.structured_content["matches"][0]["table"] == "customers"
     assert values.structured_content["matches"][0]["values"] == ["New York"]
     assert len(sample.structured_content["rows"]) == 2
     # --max-rows caps every result.
-    assert query.structured_content["row_count"] == 5 < len(ORDERS) and query.structured_content["truncated"]
+    assert (
+        query.structured_content["row_count"] == 5 < len(fixture_rows()["orders"])
+        and query.structured_content["truncated"]
+    )
     assert not plan.is_error
-    assert any(source in plan.structured_content["plan"].lower() for source in ("orders", "read_csv"))
+    assert any(source in plan.structured_content["plan"].lower() for source in ("order_items", "read_csv"))
     assert ask.is_error and "--model DIR" in ask.content[0].text
 
 
-async def test_default_dsn_is_the_demo_database(tmp_path):
-    """Without --dsn the server serves the demo database, built on first use into SQLSCOUT_CACHE_DIR."""
+async def test_default_dsn_is_the_demo_database(tmp_path, demo_database):
+    """Without --dsn the server serves the demo database from SQLSCOUT_CACHE_DIR (where it is built on first use:
+    tests/dbtools/test_demo.py); this one is the run's, not built again."""
+    os.link(demo_database, tmp_path / demo_database.name)
     async with stdio_client(SQLSCOUT_CACHE_DIR=str(tmp_path)) as client:
         tables = await client.call_tool("list_tables", {"limit": 1})
     assert tables.structured_content["total"] > 100

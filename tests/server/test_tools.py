@@ -13,10 +13,13 @@ from mcp import Client
 from dbtools.engines import open_database
 from mcp_server.server import build_server
 from mcp_server.settings import Settings
+from tests.fixture_schema import COMMON_TABLES, INJECTION, ORDERS_PER_STATUS, fixture_rows
 from tests.queries_in_flight import QueriesInFlight
-from tests.server.conftest import CUSTOMERS, INJECTION, ORDERS, fenced_body
+from tests.server.conftest import fenced_body
 
 pytestmark = pytest.mark.anyio
+CUSTOMERS = fixture_rows()["customers"]
+ORDERS = fixture_rows()["orders"]
 
 
 async def test_list_tables_with_counts_and_patterns(shop_server, shop_db):
@@ -25,16 +28,21 @@ async def test_list_tables_with_counts_and_patterns(shop_server, shop_db):
         by_glob = await client.call_tool("list_tables", {"pattern": "*S", "limit": 1})
         by_substring = await client.call_tool("list_tables", {"pattern": "DUCT"})
     tables = {t["name"]: t for t in everything.structured_content["tables"]}
-    assert set(tables) == {"customers", "products", "orders"}
+    # PostgreSQL's fixture database holds a table in a schema of its own.
+    invoices = ["sales.invoices"] if shop_db.dialect == "postgres" else []
+    assert set(tables) == {*COMMON_TABLES, *invoices}
     assert tables["orders"]["row_count"] == len(ORDERS)
-    assert tables["orders"]["column_count"] == 5
+    assert tables["orders"]["column_count"] == 3
     # SQLite keeps no table comments.
-    comment = None if shop_db.dialect == "sqlite" else "people who bought something"
+    comment = None if shop_db.dialect == "sqlite" else "People and companies who order"
     assert tables["customers"]["description"] == comment
-    assert by_glob.structured_content["total"] == 3 and by_glob.structured_content["truncated"]
+    # users, AlertLogs, countries, customers, products, orders, order_items, departments, employees
+    assert (
+        by_glob.structured_content["total"] == 9 + len(invoices) and by_glob.structured_content["truncated"]
+    )
     assert len(by_glob.structured_content["tables"]) == 1
     assert [t["name"] for t in by_substring.structured_content["tables"]] == ["products"]
-    assert "orders (5 columns, 12 rows)" in fenced_body(everything.content[0].text)
+    assert "orders (3 columns, 40 rows)" in fenced_body(everything.content[0].text)
 
 
 async def test_listing_and_description_follow_schema_and_data_changes(tmp_path):
@@ -169,19 +177,22 @@ async def test_search_values_with_an_unknown_name_says_which_names_are_close(sho
     assert table.is_error and column.is_error
     # The same closest-names error as describe_table's, not "0 columns hold values".
     assert fenced_body(table.content[0].text) == fenced_body(described.content[0].text)
-    assert fenced_body(table.content[0].text) == 'no table named "custmers"; closest: customers'
+    assert (
+        fenced_body(table.content[0].text)
+        == 'no table named "custmers"; closest: customers, users, countries'
+    )
     assert fenced_body(column.content[0].text) == 'no column "cty" in table "customers"; closest: city'
 
 
 async def test_search_values_in_a_number_column_says_to_compare_it_in_sql(shop_server, shop_db):
     async with Client(shop_server) as client:
         numbers = await client.call_tool(
-            "search_values", {"text": "3", "table": "orders", "column": "quantity"}
+            "search_values", {"text": "3", "table": "order_items", "column": "quantity"}
         )
     assert numbers.is_error
     text = numbers.content[0].text
-    declared = shop_db.table("orders").column("quantity").type.lower()  # "int(11)" on MySQL
-    assert f"orders.quantity holds {declared} values and only text columns are searched" in text.lower()
+    declared = shop_db.table("order_items").column("quantity").type.lower()  # "int(11)" on MySQL
+    assert f"order_items.quantity holds {declared} values and only text columns are searched" in text.lower()
     assert f"where {shop_db.quote('quantity')} = ..." in text.lower()
 
 
@@ -246,7 +257,7 @@ async def test_run_query_results_caps_and_errors(shop_server):
         stacked = await client.call_tool("run_query", {"sql": "SELECT 1; DROP TABLE orders"})
         invalid = await client.call_tool("run_query", {"sql": "SELECT nosuchcolumn FROM orders"})
         still_there = await client.call_tool("run_query", {"sql": "SELECT COUNT(*) FROM orders"})
-    assert counted.structured_content["rows"] == [["pending", 6], ["shipped", 6]]
+    assert counted.structured_content["rows"] == ORDERS_PER_STATUS
     assert capped.structured_content["rows"] == [[i] for i in range(1, 6)]
     assert capped.structured_content["truncated"] and "LIMIT" in capped.structured_content["truncation"]
     assert write.is_error and "Refused by the read-only policy:" in write.content[0].text
@@ -259,7 +270,7 @@ async def test_a_slow_query_is_cancelled_at_the_timeout(shop_dsn):
     settings = Settings(timeout=0.5)
     endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c"
     with open_database(shop_dsn, timeout_s=settings.timeout) as db:
-        if db.dialect == "mysql":  # MySQL and MariaDB end a recursion after 1,000 steps: 12^7 rows instead
+        if db.dialect == "mysql":  # MySQL and MariaDB end a recursion after 1,000 steps: 40^7 rows instead
             endless = (
                 "SELECT COUNT(*) FROM orders a, orders b, orders c, orders d, orders e, orders f, orders g"
             )
@@ -289,8 +300,8 @@ async def test_schema_overview_resource(shop_server):
         assert [str(r.uri) for r in resources] == ["schema://overview"]
         text = (await client.read_resource("schema://overview")).contents[0].text
     body = fenced_body(text)
-    assert "**orders** (12 rows)" in body
-    assert "**customers** (4 rows)" in body
+    assert "**orders** (40 rows)" in body
+    assert "**customers** (20 rows)" in body
 
 
 async def test_many_concurrent_calls(shop_server, shop_db, monkeypatch):
@@ -301,7 +312,7 @@ async def test_many_concurrent_calls(shop_server, shop_db, monkeypatch):
     async with Client(shop_server) as client:
 
         async def one(i: int) -> None:
-            sql = f"SELECT id, quantity FROM orders WHERE id = {1 + i % len(ORDERS)}"
+            sql = f"SELECT id, status FROM orders WHERE id = {1 + i % len(ORDERS)}"
             results[i] = await client.call_tool("run_query", {"sql": sql})
 
         async with anyio.create_task_group() as group:
@@ -311,7 +322,7 @@ async def test_many_concurrent_calls(shop_server, shop_db, monkeypatch):
     assert len(results) == 40
     for i, result in results.items():
         expected = ORDERS[i % len(ORDERS)]
-        assert result.structured_content["rows"] == [[expected[0], expected[3]]]
+        assert result.structured_content["rows"] == [[expected[0], expected[2]]]
 
 
 async def test_descriptions_read_as_plain_text(shop_server):
