@@ -82,7 +82,7 @@ def shop_db(shop_dsn):
 
 @pytest.fixture
 def shop_server(shop_db):
-    """The server on the shop database, without a model."""
+    """The server on the fixture database, without a model."""
     from mcp_server.server import build_server
     from mcp_server.settings import Settings
 

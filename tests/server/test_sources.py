@@ -33,7 +33,7 @@ CALLS = [
 
 @pytest.fixture(scope="module")
 def mysql_reader(mysql_dsn):
-    """A MariaDB user that must give its password, with read access to the shop database."""
+    """A MariaDB user that must give its password, with read access to the fixture database."""
     database = mysql_dsn.rsplit("/", 1)[1]
     admin = mysql_dsn.rsplit("/", 1)[0] + "/mysql"
     with mysql_connection(admin) as conn, conn.cursor() as cursor:

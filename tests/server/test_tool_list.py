@@ -27,7 +27,7 @@ TOOLS = {
     "run_query",
     "explain_query",
 }
-# One call of every tool that returns structured content, on the shop database.
+# One call of every tool that returns structured content, on the fixture database.
 CALLS = [
     ("list_tables", {}),
     ("describe_table", {"table": "orders"}),
