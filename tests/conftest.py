@@ -69,7 +69,12 @@ SLOW = {
     "tests/dbtools/test_demo.py::test_every_foreign_key_resolves": "the full demo database",
     "tests/dbtools/test_demo.py::test_demo_has_nulls_skew_and_grounding_values": "the full demo database",
     "tests/dbtools/test_demo.py::test_create_table_text_mixes_real_styles": "the full demo database",
+    "tests/dbtools/test_demo.py::test_load_postgres_copies_every_table": "loads the demo into PostgreSQL twice",
     "tests/dbtools/test_demo.py::test_load_mysql_copies_every_table": "loads the demo into MariaDB twice",
+    "tests/dbtools/test_demo.py::test_load_duckdb_copies_every_table": "loads the demo into DuckDB twice",
+    "tests/benchmarks/test_evaluate.py::test_tiny_random_model_episodes_end_cleanly": (
+        "episodes of a random model on the CPU"
+    ),
     "tests/dbtools/test_attacks.py::test_the_engine_refuses_writes_even_without_the_parser_check": (
         "the attack matrix run on the engines, some attacks until their timeout"
     ),
