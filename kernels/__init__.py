@@ -139,19 +139,28 @@ def attention(
     return _attention_ref.attention(q, k_cache, v_cache, gate, start, scale)
 
 
-def causal_conv1d(x: torch.Tensor, weight: torch.Tensor, conv_state: torch.Tensor) -> torch.Tensor:
-    """silu(causal depthwise conv1d) of x [B, T, C] with weight [C, K]; conv_state [B, C, K-1] updated in place."""
+def causal_conv1d(
+    x: torch.Tensor, weight: torch.Tensor, conv_state: torch.Tensor, trail: torch.Tensor | None = None
+) -> torch.Tensor:
+    """silu(causal depthwise conv1d) of x [B, T, C] with weight [C, K]; conv_state [B, C, K-1] updated in place.
+
+    trail [B, T, C, K-1], when given, receives the conv state after each token (a verify pass keeps the one
+    after its last accepted token).
+    """
     check_float("x", x)
     check_ndim("x", x, 3, "[B, T, C]")
-    batch, _, channels = x.shape
+    batch, length, channels = x.shape
     check_ndim("weight", weight, 2, "[C, K]")
     check_shape("weight", weight, (channels, weight.shape[1]), "[C, K]")
     check_shape("conv_state", conv_state, (batch, channels, weight.shape[1] - 1), "[B, C, K-1]")
+    if trail is not None:
+        check_shape("trail", trail, (batch, length, channels, weight.shape[1] - 1), "[B, T, C, K-1]")
+        check_same_device(x=x, trail=trail)
     if use_triton(x):
         from kernels.ops.causal_conv1d import causal_conv1d_triton
 
-        return causal_conv1d_triton(x, weight, conv_state)
-    return _conv_ref.causal_conv1d(x, weight, conv_state)
+        return causal_conv1d_triton(x, weight, conv_state, trail=trail)
+    return _conv_ref.causal_conv1d(x, weight, conv_state, trail)
 
 
 def gated_delta_rule(
@@ -163,10 +172,13 @@ def gated_delta_rule(
     A_log: torch.Tensor,
     dt_bias: torch.Tensor,
     state: torch.Tensor,
+    trail: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Gated delta rule over q, k [B, T, Hk, dk], v [B, T, Hv, dv] from state [B, Hv, dk, dv] (fp32, in place).
 
-    a, b [B, T, Hv] are the raw gate projections; returns o [B, T, Hv, dv] in v.dtype. Chunked when T > 1.
+    a, b [B, T, Hv] are the raw gate projections; returns o [B, T, Hv, dv] in v.dtype. Chunked when T > 1,
+    unless trail [B, T, Hv, dk, dv] (fp32) is given to receive the state after each token: then the token
+    recurrence runs, as a verify pass of a few drafted tokens needs.
     """
     check_float("v", v)
     check_ndim("q", q, 4, "[B, T, Hk, dk]")
@@ -184,8 +196,13 @@ def gated_delta_rule(
         raise TypeError(f"state must be float32, got {state.dtype}")
     if value_heads % key_heads:
         raise ValueError(f"value heads ({value_heads}) must be a multiple of key heads ({key_heads})")
+    if trail is not None:
+        check_shape("trail", trail, (batch, length, value_heads, key_dim, value_dim), "[B, T, Hv, dk, dv]")
+        if trail.dtype != torch.float32:
+            raise TypeError(f"trail must be float32, got {trail.dtype}")
+        check_same_device(v=v, trail=trail)
     if use_triton(v):
         from kernels.ops.gated_delta_rule import gated_delta_rule_triton
 
-        return gated_delta_rule_triton(q, k, v, a, b, A_log, dt_bias, state)
-    return _gdn_ref.gated_delta_rule(q, k, v, a, b, A_log, dt_bias, state)
+        return gated_delta_rule_triton(q, k, v, a, b, A_log, dt_bias, state, trail=trail)
+    return _gdn_ref.gated_delta_rule(q, k, v, a, b, A_log, dt_bias, state, trail)

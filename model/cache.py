@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -97,3 +98,50 @@ class ModelCache:
             conv=[s.clone() for s in self.conv],
             recurrent=[s.clone() for s in self.recurrent],
         )
+
+
+class StateTrail:
+    """The Gated DeltaNet states after each of the T tokens of a verify pass, per GDN layer: conv [B, T, C, K-1]
+    and recurrent [B, T, Hv, dk, dv] (fp32), so that each row keeps those after its last accepted token.
+
+    The storage is allocated once for up to max_tokens tokens and viewed contiguously for each T.
+    """
+
+    def __init__(
+        self, config: Qwen35Config, batch: int, max_tokens: int, device: torch.device, dtype: torch.dtype
+    ) -> None:
+        c = config
+        self.batch = batch
+        self._conv_shape = (c.conv_dim, c.linear_conv_kernel_dim - 1)
+        self._state_shape = (c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim)
+        gdn_layers = c.layer_types.count("linear_attention")
+        conv_size = batch * max_tokens * c.conv_dim * (c.linear_conv_kernel_dim - 1)
+        state_size = (
+            batch * max_tokens * c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim
+        )
+        self._conv = [torch.empty(conv_size, device=device, dtype=dtype) for _ in range(gdn_layers)]
+        self._recurrent = [
+            torch.empty(state_size, device=device, dtype=torch.float32) for _ in range(gdn_layers)
+        ]
+        self.conv: list[torch.Tensor] = []
+        self.recurrent: list[torch.Tensor] = []
+
+    def resize(self, tokens: int) -> StateTrail:
+        """View the storage as trails of `tokens` tokens (at most the max_tokens allocated)."""
+        conv_shape, state_shape = (
+            (self.batch, tokens, *self._conv_shape),
+            (self.batch, tokens, *self._state_shape),
+        )
+        self.conv = [flat[: math.prod(conv_shape)].view(conv_shape) for flat in self._conv]
+        self.recurrent = [flat[: math.prod(state_shape)].view(state_shape) for flat in self._recurrent]
+        return self
+
+    def keep_(self, cache: ModelCache, rows: list[int], kept: list[int]) -> None:
+        """Set each of `rows` of cache to its state after token kept[i] of the pass (its other rows as they are)."""
+        device = cache.conv[0].device if cache.conv else None
+        if device is None:
+            return
+        row_index = torch.tensor(rows, dtype=torch.long, device=device)
+        token_index = torch.tensor(kept, dtype=torch.long, device=device)
+        for state, trail in zip(cache.conv + cache.recurrent, self.conv + self.recurrent, strict=True):
+            state.index_copy_(0, row_index, trail[row_index, token_index])

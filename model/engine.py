@@ -10,17 +10,19 @@ from pathlib import Path
 import torch
 
 from kernels import cpu as cpu_kernels
-from model.cache import ModelCache
+from model.cache import ModelCache, StateTrail
 from model.config import Qwen35Config
 from model.cpu import chosen_dtype, set_cpu_threads
 from model.cuda_graph import CudaGraphCapture, StepCapture
 from model.decode_step import is_stop
 from model.decoder import Decoder, DecodeStep, stop_width
-from model.engine_options import EngineOptions
+from model.drafting import MAX_NGRAM, NgramDrafter, NgramIndex
+from model.engine_options import MAX_DRAFT_TOKENS, EngineOptions
 from model.loader import load_weights
 from model.model_dir import check_model_dir
 from model.qwen35 import Qwen35Model
-from model.sampling import SamplingParams, draw_noise, make_generator, sample
+from model.sampling import SamplingParams, candidate_count, draw_noise, make_generator, sample
+from model.speculative import NoiseStream, SpeculationStats, agreed, cut, targets
 from model.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,10 @@ class Engine:
         self._workspaces: dict[int, Decoder] = {}
         # On a GPU the host checks for finished rows only every few tokens so the device never waits.
         self.sync_every = 8 if self.device.type == "cuda" else 1
+        self.drafter: NgramDrafter | None = (
+            NgramDrafter() if options.speculation(captured=capture is not None) == "ngram" else None
+        )
+        self.speculate_tokens = options.speculate_tokens
 
     @property
     def cuda_graph(self) -> bool:
@@ -134,6 +140,7 @@ class Snapshot:
     pending: list[list[int]]
     last_logits: torch.Tensor
     random_stream: tuple[int | None, torch.Tensor] | None  # (seed, generator state) of the sampling noise
+    texts: list[NgramIndex] | None  # each row's tokens for drafting, when the engine speculates
 
 
 class Session:
@@ -147,8 +154,14 @@ class Session:
         self.batch_size = batch_size
         self.max_tokens = max_tokens
         device = engine.device
-        # One spare KV slot per row: a row sitting out a decode step writes its scratch key there.
-        self.cache = ModelCache.allocate(engine.config, batch_size, max_tokens + 1, device, engine.dtype)
+        # One spare KV slot per row: a row sitting out a decode step writes its scratch key there; a verify pass
+        # writes up to MAX_DRAFT_TOKENS more scratch keys past a row's length.
+        spare = 1 + (MAX_DRAFT_TOKENS if engine.drafter is not None else 0)
+        self.cache = ModelCache.allocate(engine.config, batch_size, max_tokens + spare, device, engine.dtype)
+        # Each row's tokens, indexed for drafting, when the engine speculates.
+        self._texts = None if engine.drafter is None else [NgramIndex() for _ in range(batch_size)]
+        self._trail: StateTrail | None = None
+        self.speculation = SpeculationStats()
         self.processed_tokens = 0
         self._processed = [0] * batch_size
         self._pending: list[list[int]] = [[] for _ in range(batch_size)]
@@ -180,6 +193,9 @@ class Session:
                     f"row {index} would hold {self._processed[index] + len(row)} tokens, more than "
                     f"this session's max_tokens {self.max_tokens}"
                 )
+        if self._texts is not None:  # a pending token is in its row's text already
+            for text, row in zip(self._texts, rows, strict=True):
+                text.extend(row)
         lengths = [len(row) for row in new]
         if max(lengths) == 1:
             # Rows that sampled their last token (while others may sit out): one step, the decode step's own
@@ -264,6 +280,8 @@ class Session:
             limit_per_row[r] = max(0, min(limit, self.max_tokens - self._processed[r]))
         if max(limit_per_row) == 0:
             return [[] for _ in rows]
+        if self.engine.drafter is not None:
+            return self._speculate(rows, limit_per_row, sampling, set(stop_ids))
         stop = sorted(stop_ids) or [-1]
         decoder = self._decoder()
         with decoder.lock:
@@ -331,6 +349,97 @@ class Session:
             result.append(tokens)
         return result
 
+    def _speculate(
+        self, rows: list[int], limit_per_row: list[int], sampling: SamplingParams, stop_ids: set[int]
+    ) -> list[list[int]]:
+        """generate() with drafts from the context: each round runs one verify pass over every running row's
+        pending token and draft (ragged, padded to the longest), or one plain step when no row has a draft.
+        Every token is the one plain decoding emits (see model.speculative)."""
+        drafter = self.engine.drafter
+        device = self.engine.device
+        noise = None
+        if not sampling.greedy:
+            candidates = candidate_count(sampling, self.engine.config.vocab_size)
+            noise = NoiseStream(self._generator(sampling), self.batch_size, candidates, device)
+        # Device tensors, as plain decoding divides by them: the same rounding.
+        temperature = torch.full((1,), sampling.temperature, device=device)
+        top_p = torch.full((1,), sampling.top_p, device=device)
+        outputs: dict[int, list[int]] = {r: [] for r in rows}
+        left = {r: limit_per_row[r] for r in rows}
+        before = {r: self._texts[r].tokens[-MAX_NGRAM:] for r in rows}
+        running = [r for r in rows if left[r] > 0]
+
+        def choose(logits: torch.Tensor) -> list[list[int]]:
+            generated = [len(outputs[r]) for r in running]
+            return targets(logits, running, generated, sampling, noise, temperature, top_p)
+
+        def emit(emitted: list[list[int]]) -> None:
+            for r, tokens in zip(list(running), emitted, strict=True):
+                tokens = cut(tokens, stop_ids, left[r])
+                outputs[r] += tokens
+                self._texts[r].extend(tokens)
+                self._pending[r] = tokens[-1:]
+                left[r] -= len(tokens)
+            running[:] = [r for r in running if left[r] > 0 and outputs[r][-1] not in stop_ids]
+
+        emit(choose(self._last_logits[running][:, None]))
+        while running:
+            limit = self.engine.speculate_tokens
+            drafts = {r: drafter.draft(self._texts[r], min(limit, left[r] - 1)) for r in running}
+            width = 1 + max(len(draft) for draft in drafts.values())
+            fed = [
+                self._pending[r] + drafts[r] + [0] * (width - 1 - len(drafts[r]))
+                if r in drafts
+                else [0] * width
+                for r in range(self.batch_size)
+            ]
+            active = [r in drafts for r in range(self.batch_size)]
+            for r in running:
+                self._pending[r] = []
+            if width == 1:
+                self._step_rows(active, fed)
+                self.speculation.steps += 1
+                emit(choose(self._last_logits[running][:, None]))
+                continue
+            logits = self._verify(active, fed, running)
+            emitted = [
+                cut(agreed(drafts[r], row_targets), stop_ids, left[r])
+                for r, row_targets in zip(running, choose(logits), strict=True)
+            ]
+            kept = [len(tokens) - 1 for tokens in emitted]  # the last token fed whose state each row keeps
+            self._trail.keep_(self.cache, running, kept)
+            for i, (r, last) in enumerate(zip(running, kept, strict=True)):
+                self._last_logits[r] = logits[i, last]
+                self._processed[r] += last + 1
+            self.processed_tokens += sum(kept) + len(kept)
+            self.speculation.verify_passes += 1
+            self.speculation.drafted += sum(len(draft) for draft in drafts.values())
+            self.speculation.accepted += sum(kept)
+            emit(emitted)
+        if noise is not None:
+            noise.rewind(max(len(tokens) for tokens in outputs.values()))
+        for r in rows:
+            drafter.finished(outputs[r], before[r])
+        return [outputs[r] for r in rows]
+
+    def _verify(self, active: list[bool], fed: list[list[int]], running: list[int]) -> torch.Tensor:
+        """Run T tokens in each active row (rows sitting out keep their states; their KV slots from their length
+        on are scratch) keeping the GDN states after each token; logits [R, T, V] of the running rows."""
+        device = self.engine.device
+        width = len(fed[0])
+        if self._trail is None:
+            self._trail = StateTrail(
+                self.engine.config, self.batch_size, MAX_DRAFT_TOKENS + 1, device, self.engine.dtype
+            )
+        return self.model.forward(
+            torch.tensor(fed, dtype=torch.long, device=device),
+            torch.tensor(self._processed, dtype=torch.long, device=device),
+            self.cache.prefix(max(self._processed) + width),
+            active=None if all(active) else torch.tensor(active, device=device),
+            trail=self._trail.resize(width),
+            logit_rows=torch.tensor(running, dtype=torch.long, device=device),
+        )
+
     def _decoder(self) -> Decoder:
         """The engine's capturing decoder for this batch size when it has one and this session fits it, else
         this session's own, which decodes in its cache."""
@@ -361,11 +470,15 @@ class Session:
         self._processed[row] = length
         self._pending[row] = list(pending)
         self._last_logits[row] = source._last_logits[source_row]
+        if self._texts is not None:
+            self._texts[row] = source._texts[source_row].copy()
 
     def clear_row_(self, row: int) -> None:
         """Empty `row` until copy_row_() fills it again (its old state stays behind until then, unread)."""
         self._processed[row] = 0
         self._pending[row] = []
+        if self._texts is not None:
+            self._texts[row] = NgramIndex()
 
     @property
     def processed_lengths(self) -> list[int]:
@@ -382,6 +495,7 @@ class Session:
             [list(p) for p in self._pending],
             self._last_logits.clone(),
             None if stream is None else (stream[0], stream[1].get_state()),
+            None if self._texts is None else [text.copy() for text in self._texts],
         )
 
     def restore(self, snapshot: Snapshot) -> None:
@@ -392,6 +506,8 @@ class Session:
         self._processed = list(snapshot.processed)
         self._pending = [list(p) for p in snapshot.pending]
         self._last_logits.copy_(snapshot.last_logits)
+        if snapshot.texts is not None:
+            self._texts = [text.copy() for text in snapshot.texts]
         self._random_stream = None
         if snapshot.random_stream is not None:
             seed, state = snapshot.random_stream

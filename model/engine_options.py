@@ -11,6 +11,10 @@ from model.errors import OptionError
 DEVICES = ("cpu", "cuda")
 DTYPES = ("bfloat16", "float32")
 QUANTIZATIONS = ("int8", "int4")
+# auto: drafts from the context unless the decode steps are captured (CUDA graphs on a GPU), as verify passes
+# are not captured yet.
+SPECULATION = ("auto", "ngram", "off")
+MAX_DRAFT_TOKENS = 8  # the longest draft a verify pass may check
 
 
 @dataclass(frozen=True)
@@ -27,9 +31,17 @@ class EngineOptions:
     cuda_graph: bool = True  # capture decode steps as CUDA graphs on a GPU
     max_batch_rows: int = 8  # rows (of all callers) that the batch scheduler decodes together
     cache_dir: Path | None = None  # keeps quantized weights and compiled steps for the next run
+    speculate: str = "auto"  # ngram: verify drafts from the context (exact); off; auto: ngram unless captured
+    speculate_tokens: int = 4  # the longest draft a verify pass checks, 1 to MAX_DRAFT_TOKENS
 
     def __post_init__(self) -> None:
-        for name, choices in (("device", DEVICES), ("dtype", DTYPES), ("quantize", QUANTIZATIONS)):
+        choices_of = (
+            ("device", DEVICES),
+            ("dtype", DTYPES),
+            ("quantize", QUANTIZATIONS),
+            ("speculate", SPECULATION),
+        )
+        for name, choices in choices_of:
             value = getattr(self, name)
             if value is not None and value not in choices:
                 raise OptionError(name, f"must be one of {', '.join(choices)}, not {value!r}")
@@ -38,8 +50,18 @@ class EngineOptions:
         for name in ("max_context", "prefill_chunk", "max_batch_rows"):
             if getattr(self, name) < 1:
                 raise OptionError(name, f"must be at least 1, not {getattr(self, name)}")
+        if not 1 <= self.speculate_tokens <= MAX_DRAFT_TOKENS:
+            raise OptionError(
+                "speculate_tokens", f"must be between 1 and {MAX_DRAFT_TOKENS}, not {self.speculate_tokens}"
+            )
         if self.device is not None:
             self.check_device(self.device)
+
+    def speculation(self, captured: bool) -> str:
+        """ngram or off, as `speculate` decides for an engine that captures its decode steps or not."""
+        if self.speculate == "auto":
+            return "off" if captured else "ngram"
+        return self.speculate
 
     def check_device(self, device_type: str) -> None:
         """Refuse the options that only a CPU runs when the engine runs on `device_type`."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 import kernels
-from model.cache import ModelCache
+from model.cache import ModelCache, StateTrail
 from model.config import Qwen35Config
 from model.linear import Weight, embedding, linear
 
@@ -110,21 +110,26 @@ class Qwen35Model:
         *,
         logits_at: torch.Tensor | None = None,
         active: torch.Tensor | None = None,
+        trail: StateTrail | None = None,
+        logit_rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Run tokens [B, T] placed at positions start[b] + t and update cache; return fp32 logits.
 
         logits_at [B] picks one position per row (e.g. each row's last real token); None gives logits
-        for every position [B, T, V]. active [B] bool (decode only): rows marked False leave their
-        recurrent state unchanged (their KV slot at start[b] is scratch, overwritten by the next append).
+        for every position [B, T, V], of only the rows logit_rows lists when given. active [B] bool: rows
+        marked False leave their recurrent state unchanged (their KV slots from start[b] on are scratch,
+        overwritten by their next tokens). trail (sized for T) receives the GDN states after each token.
         """
         positions = start[:, None] + torch.arange(tokens.shape[1], device=tokens.device)
         x = embedding(tokens, self.weights["embed_tokens.weight"], self.dtype)
         residual = None
         for i in range(self.config.num_hidden_layers):
-            x, residual = self.layer(i, x, residual, positions, start, cache, active)
+            x, residual = self.layer(i, x, residual, positions, start, cache, active, trail)
         if logits_at is not None:
             rows = torch.arange(x.shape[0], device=x.device)
             x, residual = x[rows, logits_at], residual[rows, logits_at]
+        elif logit_rows is not None:
+            x, residual = x[logit_rows], residual[logit_rows]
         return self.logits(x, residual)
 
     def logits(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
@@ -143,6 +148,7 @@ class Qwen35Model:
         start: torch.Tensor,
         cache: ModelCache,
         active: torch.Tensor | None = None,
+        trail: StateTrail | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Decoder layer i on its input x and the residual stream before it (None at layer 0, where x is it);
         returns (MLP output, residual stream before it): the stream after the layer is their sum."""
@@ -160,8 +166,9 @@ class Qwen35Model:
         if c.layer_types[i] == "full_attention":
             x = self._attention(p + "self_attn.", normed, positions, start, cache.kv[state])
         else:
+            trails = (None, None) if trail is None else (trail.conv[state], trail.recurrent[state])
             x = self._gated_delta_net(
-                p + "linear_attn.", normed, cache.conv[state], cache.recurrent[state], active
+                p + "linear_attn.", normed, cache.conv[state], cache.recurrent[state], active, *trails
             )
         normed, residual = kernels.rms_norm(
             x, w[p + "post_attention_layernorm.weight"], c.rms_norm_eps, residual=residual
@@ -210,6 +217,8 @@ class Qwen35Model:
         conv_state: torch.Tensor,
         recurrent_state: torch.Tensor,
         active: torch.Tensor | None,
+        conv_trail: torch.Tensor | None = None,
+        recurrent_trail: torch.Tensor | None = None,
     ) -> torch.Tensor:
         w = self.weights
         c = self.config
@@ -224,7 +233,7 @@ class Qwen35Model:
             frozen = ~active[:, None, None]
             a = a.masked_fill(frozen, FROZEN_GATE)
             b = b.masked_fill(frozen, FROZEN_GATE)
-        mixed = kernels.causal_conv1d(mixed, w[p + "conv1d.weight"], conv_state)
+        mixed = kernels.causal_conv1d(mixed, w[p + "conv1d.weight"], conv_state, conv_trail)
         if active is not None:
             conv_state.copy_(torch.where(active[:, None, None], conv_state, saved_conv))
         query, key, value = mixed.split((c.linear_key_dim, c.linear_key_dim, c.linear_value_dim), -1)
@@ -240,6 +249,7 @@ class Qwen35Model:
             w[p + "A_log"],
             w[p + "dt_bias"],
             recurrent_state,
+            recurrent_trail,
         )
         z = z.view(batch, length, heads, c.linear_value_head_dim)
         out = kernels.gated_rms_norm(out, z, w[p + "norm.weight"], c.rms_norm_eps)

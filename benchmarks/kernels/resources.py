@@ -66,6 +66,7 @@ TARGETS = (
 )
 DECODE_CONTEXTS = (1024, 4096, 12288)
 PREFILL_TOKENS = (2048, 8192)
+VERIFY_TOKENS = 9  # a speculative verify pass of the longest draft (8 tokens) and the token before it
 # Every kernel a decode step launches must not spill; prefill launches may store this many bytes of spills.
 SPILL_BOUND_BYTES = 64
 PTXAS_REPORT = "sqlscout-ptxas-report.txt"
@@ -83,9 +84,10 @@ def _meta(*shape: int, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
     return torch.empty(shape, dtype=dtype, device="meta")
 
 
-def _model_calls(tokens: int, context: int) -> list[tuple[str, Callable[[], object]]]:
+def _model_calls(tokens: int, context: int, verify: bool = False) -> list[tuple[str, Callable[[], object]]]:
     """(label, call) for each kernel call of one forward step over `tokens` new tokens of a row whose cache holds
-    `context` tokens, on meta tensors laid out as the model lays them out (views of its fused projections)."""
+    `context` tokens, on meta tensors laid out as the model lays them out (views of its fused projections);
+    verify: a speculative verify pass, whose GDN layers keep the state after each token."""
     t = tokens
     heads, kv_heads, head_dim = shapes.Q_HEADS, shapes.KV_HEADS, shapes.HEAD_DIM
     hidden, hidden_weight = _meta(1, t, shapes.HIDDEN), _meta(shapes.HIDDEN)
@@ -111,14 +113,21 @@ def _model_calls(tokens: int, context: int) -> list[tuple[str, Callable[[], obje
     A_log, dt_bias = (_meta(shapes.GDN_HEADS, dtype=torch.float32) for _ in range(2))
     state = _meta(1, shapes.GDN_HEADS, shapes.GDN_HEAD_DIM, shapes.GDN_HEAD_DIM, dtype=torch.float32)
     gdn_out, gdn_weight = _meta(1, t, shapes.GDN_HEADS, shapes.GDN_HEAD_DIM), _meta(shapes.GDN_HEAD_DIM)
+    conv_trail = _meta(1, t, shapes.CONV_CHANNELS, shapes.CONV_WIDTH - 1) if verify else None
+    state_trail = _meta(1, t, *state.shape[1:], dtype=torch.float32) if verify else None
     return [
         ("hidden", lambda: rms_norm_triton(hidden, hidden_weight, 1e-6, residual=hidden)),
         ("head", lambda: rms_norm_triton(query, head_weight, 1e-6)),
         ("", lambda: rotary_embedding_triton(query, positions, inv_freq)),
         ("", lambda: attention(query, k_cache, v_cache, gate, start, head_dim**-0.5)),
         ("", lambda: swiglu_triton(*gate_up.chunk(2, dim=-1))),
-        ("", lambda: causal_conv1d_triton(in_proj[..., : shapes.CONV_CHANNELS], conv_weight, conv_state)),
-        ("", lambda: gated_delta_rule_triton(q, k, v, a, b, A_log, dt_bias, state)),
+        (
+            "",
+            lambda: causal_conv1d_triton(
+                in_proj[..., : shapes.CONV_CHANNELS], conv_weight, conv_state, trail=conv_trail
+            ),
+        ),
+        ("", lambda: gated_delta_rule_triton(q, k, v, a, b, A_log, dt_bias, state, trail=state_trail)),
         ("", lambda: gated_rms_norm_triton(gdn_out, gdn_out, gdn_weight, 1e-6)),
     ]
 
@@ -126,7 +135,8 @@ def _model_calls(tokens: int, context: int) -> list[tuple[str, Callable[[], obje
 def _scenarios() -> list[tuple[str, int, int]]:
     """(name, new tokens, cache length) of every forward step measured."""
     decode = [(f"decode {c // 1024}k", 1, c) for c in DECODE_CONTEXTS]
-    return decode + [(f"prefill {n // 1024}k", n, n) for n in PREFILL_TOKENS]
+    verify = [(f"verify {VERIFY_TOKENS} at {c // 1024}k", VERIFY_TOKENS, c) for c in DECODE_CONTEXTS[1:2]]
+    return decode + verify + [(f"prefill {n // 1024}k", n, n) for n in PREFILL_TOKENS]
 
 
 def _kernel_name(kernel: triton.JITFunction) -> str:
@@ -217,7 +227,7 @@ def plan(targets: tuple[Target, ...] = TARGETS) -> tuple[list[Row], list[Job], l
     row_job: list[int] = []
     for target in targets:
         for scenario, tokens, context in _scenarios():
-            for label, call in _model_calls(tokens, context):
+            for label, call in _model_calls(tokens, context, scenario.startswith("verify")):
                 with launch.planning(target.gpu) as launches:
                     call()
                 for planned in launches:

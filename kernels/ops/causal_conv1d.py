@@ -94,11 +94,59 @@ def _conv_state_update_kernel(
     tl.store(state_rows + offs_h[None, :] * stride_ss, new, mask=h_mask[None, :] & c_mask[:, None])
 
 
+@triton.jit
+def _conv_trail_kernel(
+    x_ptr,
+    state_ptr,
+    trail_ptr,
+    seq_len,
+    channels,
+    stride_xb,
+    stride_xt,
+    stride_sb,
+    stride_sc,
+    stride_ss,
+    HISTORY: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    """The state after token t, for every t: slot h holds input t + 1 + h of [old state | x]."""
+    b = tl.program_id(0).to(tl.int64)
+    t = tl.program_id(1)
+    offs_c = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
+    offs_h = tl.arange(0, BLOCK_H)
+    c_mask = offs_c < channels
+    h_mask = offs_h < HISTORY
+    src = t + 1 + offs_h  # in [old state | x]: below HISTORY it is an old slot
+    in_x = (src >= HISTORY) & h_mask
+    in_state = (src < HISTORY) & h_mask
+    x = tl.load(
+        x_ptr + b * stride_xb + (src - HISTORY)[None, :] * stride_xt + offs_c[:, None],
+        mask=in_x[None, :] & c_mask[:, None],
+        other=0.0,
+    )
+    old = tl.load(
+        state_ptr + b * stride_sb + offs_c[:, None] * stride_sc + src[None, :] * stride_ss,
+        mask=in_state[None, :] & c_mask[:, None],
+    )
+    new = tl.where(in_x[None, :], x.to(trail_ptr.dtype.element_ty), old)
+    rows = trail_ptr + ((b * seq_len + t) * channels + offs_c[:, None]) * HISTORY + offs_h[None, :]
+    tl.store(rows, new, mask=h_mask[None, :] & c_mask[:, None])
+
+
 def causal_conv1d_triton(
-    x: torch.Tensor, weight: torch.Tensor, conv_state: torch.Tensor, *, out: torch.Tensor | None = None
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    conv_state: torch.Tensor,
+    *,
+    out: torch.Tensor | None = None,
+    trail: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Launch silu(causal depthwise conv) of x [B, T, C] with weight [C, K]; conv_state [B, C, K-1] in place."""
+    """Launch silu(causal depthwise conv) of x [B, T, C] with weight [C, K]; conv_state [B, C, K-1] in place, and
+    the state after each token written to trail [B, T, C, K-1] when given."""
     check_last_dim_contiguous(x=x)
+    if trail is not None and not trail.is_contiguous():
+        raise ValueError("trail [B, T, C, K-1] must be contiguous")
     if not weight.is_contiguous():
         raise ValueError("weight [C, K] must be contiguous")
     batch, seq_len, channels = x.shape
@@ -121,11 +169,20 @@ def causal_conv1d_triton(
     )
     if width > 1:
         config = launch.conv_state_config()
+        history = {"HISTORY": width - 1, "BLOCK_H": triton.next_power_of_2(width - 1)}
+        if trail is not None:  # before the update below overwrites the old state
+            launch.run(
+                _conv_trail_kernel,
+                (batch, seq_len, triton.cdiv(channels, config.kwargs["BLOCK_C"])),
+                (x, conv_state, trail, seq_len, channels, *strides),
+                history,
+                config,
+            )
         launch.run(
             _conv_state_update_kernel,
             (batch, triton.cdiv(channels, config.kwargs["BLOCK_C"])),
             (x, conv_state, seq_len, channels, *strides),
-            {"HISTORY": width - 1, "BLOCK_H": triton.next_power_of_2(width - 1)},
+            history,
             config,
         )
     return out

@@ -235,14 +235,15 @@ def _chunk_scan_kernel(
 
 @triton.jit
 def _recurrent_kernel(
-    q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, state_ptr, out_ptr,
+    q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, A_log_ptr, dt_bias_ptr, state_ptr, out_ptr, trail_ptr,
     seq_len, value_heads, head_repeat,
     stride_qb, stride_qt, stride_qh, stride_kb, stride_kt, stride_kh,
     stride_vb, stride_vt, stride_vh, stride_ab, stride_at, stride_bb, stride_bt,
     scale,
-    DK: tl.constexpr, DV: tl.constexpr, BV: tl.constexpr,
+    DK: tl.constexpr, DV: tl.constexpr, BV: tl.constexpr, TRAIL: tl.constexpr,
 ):  # fmt: skip
-    """Per (row, value head, value block): the token recurrence with the state slice held in registers."""
+    """Per (row, value head, value block): the token recurrence with the state slice held in registers; with
+    TRAIL, the slice after each token is stored to trail [B, T, Hv, dk, dv] as well."""
     row_head = tl.program_id(0)
     offs_v = tl.program_id(1) * BV + tl.arange(0, BV)
     offs_k = tl.arange(0, DK)
@@ -266,6 +267,9 @@ def _recurrent_kernel(
         out = tl.sum(state * q[:, None], axis=0)
         o_offsets = ((b * seq_len + t) * value_heads + h) * DV + offs_v
         tl.store(out_ptr + o_offsets, out.to(out_ptr.dtype.element_ty))
+        if TRAIL:
+            position = ((b * seq_len + t) * value_heads + h) * DK * DV
+            tl.store(trail_ptr + position + offs_k[:, None] * DV + offs_v[None, :], state)
     tl.store(state_tile, state)
 
 
@@ -293,17 +297,21 @@ def _checked_output(
 def gated_delta_rule_recurrent_triton(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
     A_log: torch.Tensor, dt_bias: torch.Tensor, state: torch.Tensor, *, out: torch.Tensor | None = None,
+    trail: torch.Tensor | None = None,
 ) -> torch.Tensor:  # fmt: skip
-    """Token-recurrent gated delta rule (the decode step when T == 1); state updated in place."""
+    """Token-recurrent gated delta rule (the decode step when T == 1, a verify pass with a trail); state updated in
+    place, the state after each token written to trail [B, T, Hv, dk, dv] when given."""
     out = _checked_output(q, k, v, a, b, state, out)
+    if trail is not None and not trail.is_contiguous():
+        raise ValueError("trail [B, T, Hv, dk, dv] must be contiguous")
     batch, seq_len, value_heads, value_dim = v.shape
     key_dim = q.shape[-1]
     config = launch.gdn_recurrent_config(launch.gpu_of(v.device), value_dim)
     launch.run(
         _recurrent_kernel, (batch * value_heads, value_dim // config.kwargs["BV"]),
-        (q, k, v, a, b, A_log, dt_bias, state, out, seq_len, value_heads, value_heads // q.shape[2],
-         *_input_strides(q, k, v, a, b), key_dim**-0.5),
-        {"DK": key_dim, "DV": value_dim},
+        (q, k, v, a, b, A_log, dt_bias, state, out, state if trail is None else trail, seq_len, value_heads,
+         value_heads // q.shape[2], *_input_strides(q, k, v, a, b), key_dim**-0.5),
+        {"DK": key_dim, "DV": value_dim, "TRAIL": trail is not None},
         config,
     )  # fmt: skip
     return out
@@ -354,8 +362,9 @@ def gated_delta_rule_chunk_triton(
 
 def gated_delta_rule_triton(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
-    A_log: torch.Tensor, dt_bias: torch.Tensor, state: torch.Tensor,
+    A_log: torch.Tensor, dt_bias: torch.Tensor, state: torch.Tensor, trail: torch.Tensor | None = None,
 ) -> torch.Tensor:  # fmt: skip
-    """The fused recurrent step for one token, the chunked form for more."""
-    step = gated_delta_rule_recurrent_triton if q.shape[1] == 1 else gated_delta_rule_chunk_triton
-    return step(q, k, v, a, b, A_log, dt_bias, state)
+    """The fused recurrent step for one token or a trail of per-token states, the chunked form for more."""
+    if q.shape[1] == 1 or trail is not None:
+        return gated_delta_rule_recurrent_triton(q, k, v, a, b, A_log, dt_bias, state, trail=trail)
+    return gated_delta_rule_chunk_triton(q, k, v, a, b, A_log, dt_bias, state)

@@ -6,8 +6,19 @@ import torch
 import torch.nn.functional as F
 
 
-def causal_conv1d(x: torch.Tensor, weight: torch.Tensor, conv_state: torch.Tensor) -> torch.Tensor:
-    """silu(conv) of x [B, T, C] with weight [C, K], the K-1 previous inputs read from and written to conv_state."""
+def causal_conv1d(
+    x: torch.Tensor, weight: torch.Tensor, conv_state: torch.Tensor, trail: torch.Tensor | None = None
+) -> torch.Tensor:
+    """silu(conv) of x [B, T, C] with weight [C, K], the K-1 previous inputs read from and written to conv_state.
+
+    trail [B, T, C, K-1], when given, receives the state after each token, each token run as one decode step.
+    """
+    if trail is not None:
+        outputs = []
+        for t in range(x.shape[1]):
+            outputs.append(_conv_step(x[:, t : t + 1], weight, conv_state))
+            trail[:, t].copy_(conv_state)
+        return torch.cat(outputs, dim=1)
     if x.shape[1] == 1:
         return _conv_step(x, weight, conv_state)
     channels, width = weight.shape

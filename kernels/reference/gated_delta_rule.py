@@ -112,8 +112,22 @@ def gated_delta_rule(
     A_log: torch.Tensor,
     dt_bias: torch.Tensor,
     state: torch.Tensor,
+    trail: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Gated DeltaNet core; `state` [B, Hv, dk, dv] fp32 is updated in place; returns o [B, T, Hv, dv] in v.dtype."""
+    """Gated DeltaNet core; `state` [B, Hv, dk, dv] fp32 is updated in place; returns o [B, T, Hv, dv] in v.dtype.
+
+    trail [B, T, Hv, dk, dv] fp32, when given, receives the state after each token: the tokens then run one
+    decode step each, so every kept state is bit for bit the one plain decoding would reach.
+    """
+    if trail is not None:
+        outputs = []
+        for t in range(q.shape[1]):
+            token = slice(t, t + 1)
+            outputs.append(
+                _step(q[:, token], k[:, token], v[:, token], a[:, token], b[:, token], A_log, dt_bias, state)
+            )
+            trail[:, t].copy_(state)
+        return torch.cat(outputs, dim=1)
     if q.shape[1] == 1:
         return _step(q, k, v, a, b, A_log, dt_bias, state)
     qp, kp, vp, g, beta = prepare(q, k, v, a, b, A_log, dt_bias)

@@ -44,3 +44,31 @@ def test_reads_strided_input():
         causal_conv1d_triton(x, weight, state), causal_conv1d(x, weight, expected_state), torch.float32
     )
     torch.testing.assert_close(state, expected_state, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("batch", "tokens", "channels", "width"), [(1, 1, 40, 4), (2, 5, 130, 4), (3, 9, 16, 2)]
+)
+def test_trail_holds_the_state_after_each_token(batch, tokens, channels, width, dtype):
+    x = randn(batch, tokens, channels, dtype=dtype)
+    weight = randn(channels, width, dtype=dtype)
+    state = randn(batch, channels, width - 1, dtype=dtype)
+    stepped = state.clone()
+    expected_trail = []
+    for t in range(tokens):
+        causal_conv1d(x[:, t : t + 1], weight, stepped)
+        expected_trail.append(stepped.clone())
+    reference_state, reference_trail = (
+        state.clone(),
+        poisoned(batch, tokens, channels, width - 1, dtype=dtype),
+    )
+    expected = causal_conv1d(x, weight, reference_state, reference_trail)
+    trail = poisoned(batch, tokens, channels, width - 1, dtype=dtype)
+    out = causal_conv1d_triton(
+        x, weight, state, out=poisoned(batch, tokens, channels, dtype=dtype), trail=trail
+    )
+    torch.testing.assert_close(reference_trail, torch.stack(expected_trail, dim=1), rtol=0, atol=0)
+    torch.testing.assert_close(trail, reference_trail, rtol=0, atol=0)
+    torch.testing.assert_close(state, reference_state, rtol=0, atol=0)
+    assert_close(out, expected, dtype)

@@ -81,4 +81,6 @@ def test_other_kernels_spill_at_most_the_bound(rows, arch):
 def test_every_target_sees_every_kernel(rows):
     kernels = {arch: {row["kernel"] for row in _on(rows, arch)} for arch in ARCHES}
     assert all(names == kernels[ARCHES[0]] for names in kernels.values())
-    assert {"decode_split", "attention_prefill", "chunk_prepare", "recurrent"} <= kernels[ARCHES[0]]
+    assert {"decode_split", "attention_prefill", "chunk_prepare", "recurrent", "conv_trail"} <= kernels[
+        ARCHES[0]
+    ]

@@ -95,3 +95,31 @@ def test_reads_q_k_v_as_views_of_one_projection():
     assert_close(out, expected, torch.float32)
     out = gated_delta_rule_recurrent_triton(q, k, v, a, b, A_log, dt_bias, recurrent_state)
     assert_close(out, expected, torch.float32)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", [(1, 1, 1, 1, 16, 16), (2, 5, 1, 2, 32, 16), (3, 9, 2, 4, 16, 32)])
+def test_trail_holds_the_state_after_each_token(case, dtype):
+    q, k, v, a, b, A_log, dt_bias, state = _inputs(*case, dtype=dtype)
+    batch, tokens = case[:2]
+    stepped = state.clone()
+    expected_trail = []
+    for t in range(tokens):
+        token = slice(t, t + 1)
+        gated_delta_rule(
+            q[:, token], k[:, token], v[:, token], a[:, token], b[:, token], A_log, dt_bias, stepped
+        )
+        expected_trail.append(stepped.clone())
+    expected_trail = torch.stack(expected_trail, dim=1)
+    expected, _ = _naive(q, k, v, a, b, A_log, dt_bias, state)
+    reference_state = state.clone()
+    reference_trail = poisoned(*expected_trail.shape, dtype=torch.float32)
+    reference = gated_delta_rule(q, k, v, a, b, A_log, dt_bias, reference_state, reference_trail)
+    # The reference's trail runs each token as the decode step does: the very same states.
+    torch.testing.assert_close(reference_trail, expected_trail, rtol=0, atol=0)
+    trail = poisoned(*expected_trail.shape, dtype=torch.float32)
+    out = gated_delta_rule_triton(q, k, v, a, b, A_log, dt_bias, state, trail=trail)
+    assert_close(out, expected.to(dtype), dtype)
+    assert_close(reference, expected.to(dtype), dtype)
+    assert_close(trail, expected_trail, torch.float32)
+    torch.testing.assert_close(state, trail[:, -1], rtol=0, atol=0)
