@@ -11,7 +11,7 @@ import time
 import configargparse
 import torch
 
-from model.engine_options import DEVICES, DTYPES, QUANTIZATIONS, EngineOptions
+from model.engine_options import DEVICES, DTYPES, MAX_DRAFT_TOKENS, QUANTIZATIONS, SPECULATION, EngineOptions
 from model.sampling_params import SamplingParams
 
 
@@ -85,6 +85,21 @@ def build_parser() -> configargparse.ArgumentParser:
         help="tokens the caches hold",
     )
     parser.add_argument(
+        "--speculate",
+        choices=SPECULATION,
+        default=EngineOptions.speculate,
+        env_var="SQLSCOUT_SPECULATE",
+        help="ngram: draft tokens from the context and verify them in one pass (exact: the same tokens); "
+        "auto: ngram unless decode steps are captured as CUDA graphs",
+    )
+    parser.add_argument(
+        "--speculate-tokens",
+        type=int,
+        default=EngineOptions.speculate_tokens,
+        env_var="SQLSCOUT_SPECULATE_TOKENS",
+        help=f"the longest draft a verify pass checks (1 to {MAX_DRAFT_TOKENS})",
+    )
+    parser.add_argument(
         "--json",
         action=argparse.BooleanOptionalAction,
         default=False,
@@ -113,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             threads=args.threads,
             compile=args.compile,
             max_context=args.max_context,
+            speculate=args.speculate,
+            speculate_tokens=args.speculate_tokens,
         )
         from model.engine import Engine  # reads SQLSCOUT_KERNELS, which may be invalid
 
@@ -149,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                     "text": completion_text,
                     "prefill_ms": round((prefilled - started) * 1000, 3),
                     "decode_tokens_per_s": round(len(completion) / decode_s, 2) if decode_s > 0 else None,
+                    "speculation": session.speculation.as_dict() if engine.drafter is not None else None,
                 },
                 ensure_ascii=False,
             )

@@ -116,3 +116,20 @@ def test_cuda_without_a_cuda_device_says_to_use_the_cpu(checkpoint_dirs, monkeyp
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="no CUDA device here: use device cpu"):
         Engine.load(checkpoint_dirs["text_tied"], EngineOptions(device="cuda"))
+
+
+def test_speculation_reports_its_verify_passes_and_changes_no_token(checkpoint_dirs, capsys):
+    # A prompt that repeats itself gives the n-gram drafter something to propose.
+    common = ["--model", str(checkpoint_dirs["text_tied"]), "--device", "cpu", "--temperature", "0", "--json"]
+    common += ["--prompt", "SELECT a, b FROM t; SELECT a, b FROM t; SELECT a, b", "--max-new-tokens", "200"]
+    reports = {}
+    for mode in ("ngram", "off"):
+        assert main([*common, "--speculate", mode]) == 0
+        reports[mode] = json.loads(capsys.readouterr().out)
+    assert reports["ngram"]["completion_ids"] == reports["off"]["completion_ids"]
+    assert reports["off"]["speculation"] is None
+    speculation = reports["ngram"]["speculation"]
+    assert speculation["verify_passes"] > 0 and speculation["drafted"] > 0
+    assert speculation["accepted_per_pass"] == round(
+        speculation["accepted"] / speculation["verify_passes"], 3
+    )
