@@ -260,11 +260,15 @@ class Session:
         sampling: SamplingParams,
         stop_ids: set[int],
         rows: list[int] | None = None,
+        *,
+        forced: list[list[int]] | None = None,
     ) -> list[list[int]]:
         """Sample up to max_new_tokens per row for the given rows (default all); a row stops after a stop id.
 
         Returns one list per requested row. The last sampled token of each row is run through the model
-        by the next append() or generate().
+        by the next append() or generate(). forced (one list per requested row, a speculating engine only):
+        the tokens each row emits in place of the model's choices, as replayed text does in benchmarks; every
+        draft and forward pass runs as it would.
         """
         rows = list(range(self.batch_size)) if rows is None else list(rows)
         limits = max_new_tokens if isinstance(max_new_tokens, list) else [max_new_tokens] * len(rows)
@@ -280,8 +284,11 @@ class Session:
             limit_per_row[r] = max(0, min(limit, self.max_tokens - self._processed[r]))
         if max(limit_per_row) == 0:
             return [[] for _ in rows]
+        if forced is not None and self.engine.drafter is None:
+            raise ValueError("forced tokens replace the targets of verify passes: the engine must speculate")
         if self.engine.drafter is not None:
-            return self._speculate(rows, limit_per_row, sampling, set(stop_ids))
+            replay = None if forced is None else dict(zip(rows, forced, strict=True))
+            return self._speculate(rows, limit_per_row, sampling, set(stop_ids), replay)
         stop = sorted(stop_ids) or [-1]
         decoder = self._decoder()
         with decoder.lock:
@@ -350,7 +357,12 @@ class Session:
         return result
 
     def _speculate(
-        self, rows: list[int], limit_per_row: list[int], sampling: SamplingParams, stop_ids: set[int]
+        self,
+        rows: list[int],
+        limit_per_row: list[int],
+        sampling: SamplingParams,
+        stop_ids: set[int],
+        forced: dict[int, list[int]] | None,
     ) -> list[list[int]]:
         """generate() with drafts from the context: each round runs one verify pass over every running row's
         pending token and draft (ragged, padded to the longest), or one plain step when no row has a draft.
@@ -365,12 +377,19 @@ class Session:
         temperature = torch.full((1,), sampling.temperature, device=device)
         top_p = torch.full((1,), sampling.top_p, device=device)
         outputs: dict[int, list[int]] = {r: [] for r in rows}
-        left = {r: limit_per_row[r] for r in rows}
+        left = {
+            r: limit_per_row[r] if forced is None else min(limit_per_row[r], len(forced[r])) for r in rows
+        }
         before = {r: self._texts[r].tokens[-MAX_NGRAM:] for r in rows}
         running = [r for r in rows if left[r] > 0]
 
         def choose(logits: torch.Tensor) -> list[list[int]]:
             generated = [len(outputs[r]) for r in running]
+            if forced is not None:
+                width = logits.shape[1]
+                return [
+                    (forced[r] + [-1] * width)[g : g + width] for r, g in zip(running, generated, strict=True)
+                ]
             return targets(logits, running, generated, sampling, noise, temperature, top_p)
 
         def emit(emitted: list[list[int]]) -> None:
