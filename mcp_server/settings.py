@@ -13,7 +13,7 @@ from dbtools.query_limits import DEFAULT_QUERY_LIMITS
 from mcp_server.agent.episode import EpisodeLimits
 from mcp_server.agent.policies.endpoint import ENDPOINT_RETRIES, ENDPOINT_TIMEOUT_S
 from mcp_server.audit_log import KEPT_FILES as KEPT_AUDIT_FILES
-from model.engine_options import DEVICES, DTYPES, QUANTIZATIONS, EngineOptions
+from model.engine_options import DEVICES, DTYPES, MAX_DRAFT_TOKENS, QUANTIZATIONS, SPECULATION, EngineOptions
 from model.errors import ModelDirectoryError, OptionError, missing_local_engine
 from model.model_dir import check_model_dir
 from model.sampling_params import SamplingParams
@@ -154,6 +154,27 @@ OPTIONS: tuple[Option, ...] = (
         switch=True,
     ),
     Option(
+        "speculate",
+        "ngram: a local model drafts tokens from the context (table names, the last SQL, the call syntax) and "
+        "checks them in one pass, emitting exactly the tokens it would emit without; mtp: drafts with the "
+        "checkpoint's multi-token-prediction head (see --draft-head); off; auto (default): ngram unless decode "
+        "steps are captured as CUDA graphs",
+        choices=SPECULATION,
+    ),
+    Option(
+        "draft_head",
+        "with --speculate mtp: a checkpoint directory whose mtp.* tensors draft (default: the model's own; the "
+        "base Qwen3.5-2B carries them, a model saved through transformers lacks them)",
+        metavar="DIR",
+    ),
+    Option(
+        "speculate_tokens",
+        f"the longest draft one verify pass checks, 1 to {MAX_DRAFT_TOKENS} (default "
+        f"{EngineOptions.speculate_tokens})",
+        parse=int,
+        metavar="K",
+    ),
+    Option(
         "samples",
         "episodes per question; more than 1 votes on the result (default 1)",
         parse=int,
@@ -250,6 +271,9 @@ class Settings:
     quantize: str | None = None
     threads: int | None = None
     compile: bool = False
+    speculate: str = EngineOptions.speculate
+    speculate_tokens: int = EngineOptions.speculate_tokens
+    draft_head: str | None = None
     samples: int = 1
     token_budget: int = EpisodeLimits.token_budget
     temperature: float = SamplingParams.temperature
@@ -266,6 +290,7 @@ class Settings:
             "model",
             "config",
             "audit_log",
+            "draft_head",
         ):  # `~` reaches us unexpanded from host configs and quoted variables
             if getattr(self, name):
                 object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser()))
@@ -331,6 +356,16 @@ class Settings:
         missing = None if self.endpoint else missing_local_engine()
         if missing:
             raise SettingsError(f"--model: {missing}; or run the model on a server and give --endpoint URL")
+        if self.speculate == "mtp" and not self.endpoint:
+            from model.loader import check_draft_head  # the local engine's packages are there: checked above
+
+            head = self.draft_head or self.model
+            try:
+                check_draft_head(check_model_dir(head))
+            except ModelDirectoryError as error:
+                raise SettingsError(
+                    f"--{'draft-head' if self.draft_head else 'speculate mtp'}: {error}"
+                ) from None
 
     def engine_options(self, cache_dir: Path | None = None) -> EngineOptions:
         """The local engine's options; cache_dir keeps quantized weights and compiled steps between starts."""
@@ -340,6 +375,9 @@ class Settings:
             quantize=self.quantize,
             threads=self.threads,
             compile=self.compile,
+            speculate=self.speculate,
+            speculate_tokens=self.speculate_tokens,
+            draft_head=Path(self.draft_head) if self.draft_head else None,
             max_batch_rows=self.max_batch_rows,
             cache_dir=cache_dir,
         )

@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import time
+from pathlib import Path
 
 import configargparse
 import torch
@@ -90,6 +91,7 @@ def build_parser() -> configargparse.ArgumentParser:
         default=EngineOptions.speculate,
         env_var="SQLSCOUT_SPECULATE",
         help="ngram: draft tokens from the context and verify them in one pass (exact: the same tokens); "
+        "mtp: draft with the checkpoint's multi-token-prediction head; "
         "auto: ngram unless decode steps are captured as CUDA graphs",
     )
     parser.add_argument(
@@ -98,6 +100,12 @@ def build_parser() -> configargparse.ArgumentParser:
         default=EngineOptions.speculate_tokens,
         env_var="SQLSCOUT_SPECULATE_TOKENS",
         help=f"the longest draft a verify pass checks (1 to {MAX_DRAFT_TOKENS})",
+    )
+    parser.add_argument(
+        "--draft-head",
+        env_var="SQLSCOUT_DRAFT_HEAD",
+        help="with --speculate mtp: a checkpoint directory whose mtp.* tensors draft (default: the model's own; "
+        "the base Qwen3.5-2B carries them, a model saved through transformers lacks them)",
     )
     parser.add_argument(
         "--json",
@@ -130,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             max_context=args.max_context,
             speculate=args.speculate,
             speculate_tokens=args.speculate_tokens,
+            draft_head=Path(args.draft_head).expanduser() if args.draft_head else None,
         )
         from model.engine import Engine  # reads SQLSCOUT_KERNELS, which may be invalid
 

@@ -24,8 +24,15 @@ class ModelCache:
 
     @classmethod
     def allocate(
-        cls, config: Qwen35Config, batch: int, max_tokens: int, device: torch.device, dtype: torch.dtype
+        cls,
+        config: Qwen35Config,
+        batch: int,
+        max_tokens: int,
+        device: torch.device,
+        dtype: torch.dtype,
+        draft_layers: int = 0,
     ) -> ModelCache:
+        """draft_layers: full-attention layers of a draft head, whose KV caches follow the trunk's in kv."""
         c = config
         kv_shape = (batch, c.num_key_value_heads, max_tokens, c.head_dim)
         conv_shape = (batch, c.conv_dim, c.linear_conv_kernel_dim - 1)
@@ -38,7 +45,7 @@ class ModelCache:
                     torch.zeros(kv_shape, device=device, dtype=dtype),
                     torch.zeros(kv_shape, device=device, dtype=dtype),
                 )
-                for _ in range(attention_layers)
+                for _ in range(attention_layers + draft_layers)
             ],
             conv=[torch.zeros(conv_shape, device=device, dtype=dtype) for _ in range(gdn_layers)],
             recurrent=[

@@ -16,13 +16,15 @@ from model.cpu import chosen_dtype, set_cpu_threads
 from model.cuda_graph import CudaGraphCapture, StepCapture
 from model.decode_step import is_stop
 from model.decoder import Decoder, DecodeStep, stop_width
-from model.drafting import MAX_NGRAM, NgramDrafter, NgramIndex
+from model.draft_head import DraftHead, DraftHeadRows
+from model.drafting import NgramDrafter, NgramIndex
 from model.engine_options import MAX_DRAFT_TOKENS, EngineOptions
-from model.loader import load_weights
+from model.loader import load_draft_head, load_weights
 from model.model_dir import check_model_dir
 from model.qwen35 import Qwen35Model
-from model.sampling import SamplingParams, candidate_count, draw_noise, make_generator, sample
-from model.speculative import NoiseStream, SpeculationStats, agreed, cut, targets
+from model.sampling import SamplingParams, draw_noise, make_generator, sample
+from model.speculative import SpeculationStats
+from model.speculative_decode import SpeculativeDecoding
 from model.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -64,10 +66,15 @@ class Engine:
         self._workspaces: dict[int, Decoder] = {}
         # On a GPU the host checks for finished rows only every few tokens so the device never waits.
         self.sync_every = 8 if self.device.type == "cuda" else 1
-        self.drafter: NgramDrafter | None = (
-            NgramDrafter() if options.speculation(captured=capture is not None) == "ngram" else None
-        )
+        speculation = options.speculation(captured=capture is not None)
+        self.drafter = NgramDrafter() if speculation == "ngram" else None
+        self.draft_head = DraftHead(model) if speculation == "mtp" else None
         self.speculate_tokens = options.speculate_tokens
+
+    @property
+    def speculates(self) -> bool:
+        """Whether generate() verifies drafts (from the context or the draft head)."""
+        return self.drafter is not None or self.draft_head is not None
 
     @property
     def cuda_graph(self) -> bool:
@@ -96,6 +103,10 @@ class Engine:
         weights = load_weights(
             path, config, device, dtype, options.quantize, cache_dir and cache_dir / QUANTIZED_CACHE
         )
+        if options.speculate == "mtp":
+            weights.update(
+                load_draft_head(options.draft_head or path, config, device, dtype, options.quantize)
+            )
         tokenizer = Tokenizer.from_model_dir(path)
         return cls(Qwen35Model(config, weights), tokenizer, options)
 
@@ -141,9 +152,10 @@ class Snapshot:
     last_logits: torch.Tensor
     random_stream: tuple[int | None, torch.Tensor] | None  # (seed, generator state) of the sampling noise
     texts: list[NgramIndex] | None  # each row's tokens for drafting, when the engine speculates
+    draft_head: tuple | None  # the draft head's rows (DraftHeadRows.snapshot), when the engine has one
 
 
-class Session:
+class Session(SpeculativeDecoding):
     """B sequences (rows) that grow by append() and generate(); each token runs through the model once."""
 
     def __init__(self, engine: Engine, batch_size: int, max_tokens: int) -> None:
@@ -156,10 +168,22 @@ class Session:
         device = engine.device
         # One spare KV slot per row: a row sitting out a decode step writes its scratch key there; a verify pass
         # writes up to MAX_DRAFT_TOKENS more scratch keys past a row's length.
-        spare = 1 + (MAX_DRAFT_TOKENS if engine.drafter is not None else 0)
-        self.cache = ModelCache.allocate(engine.config, batch_size, max_tokens + spare, device, engine.dtype)
+        spare = 1 + (MAX_DRAFT_TOKENS if engine.speculates else 0)
+        self.cache = ModelCache.allocate(
+            engine.config,
+            batch_size,
+            max_tokens + spare,
+            device,
+            engine.dtype,
+            draft_layers=int(engine.draft_head is not None),
+        )
         # Each row's tokens, indexed for drafting, when the engine speculates.
-        self._texts = None if engine.drafter is None else [NgramIndex() for _ in range(batch_size)]
+        self._texts = [NgramIndex() for _ in range(batch_size)] if engine.speculates else None
+        self._head_rows = None
+        if engine.draft_head is not None:
+            self._head_rows = DraftHeadRows(
+                engine.draft_head, batch_size, engine.speculate_tokens, engine.prefill_chunk
+            )
         self._trail: StateTrail | None = None
         self.speculation = SpeculationStats()
         self.processed_tokens = 0
@@ -225,10 +249,17 @@ class Session:
         token_matrix = torch.tensor(rows, dtype=torch.long, device=device)
         start = torch.tensor([self._processed[i] for i in row_ids], dtype=torch.long, device=device)
         chunk = self.engine.prefill_chunk
+        heads = self._head_rows
         for offset in range(0, length, chunk):
             piece = token_matrix[:, offset : offset + chunk]
             last = torch.full((len(row_ids),), piece.shape[1] - 1, dtype=torch.long, device=device)
-            logits = self.model.forward(piece, start + offset, cache, logits_at=last)
+            logits = self.model.forward(
+                piece, start + offset, cache, logits_at=last, return_hidden=heads is not None
+            )
+            if heads is not None:
+                logits, hidden = logits
+                for index, row in enumerate(row_ids):
+                    heads.add(row, hidden[index])
         self._last_logits[row_ids] = logits
         for i in row_ids:
             self._processed[i] += length
@@ -241,13 +272,19 @@ class Session:
         rows = [i for i, runs in enumerate(active) if runs]
         # The bound the decode step attends over: a captured step's whole workspace, an eager one's prefix.
         bound = None if self._decoder().captured else max(self._processed) + 1
+        heads = self._head_rows
         logits = self.model.forward(
             torch.tensor(tokens, dtype=torch.long, device=device),
             torch.tensor(self._processed, dtype=torch.long, device=device),
             self.cache if bound is None else self.cache.prefix(bound),
             logits_at=torch.zeros(self.batch_size, dtype=torch.long, device=device),
             active=torch.tensor(active, device=device),
+            return_hidden=heads is not None,
         )
+        if heads is not None:
+            logits, hidden = logits
+            for row in rows:
+                heads.add(row, hidden[row])
         self._last_logits[rows] = logits[rows]
         for i in rows:
             self._processed[i] += 1
@@ -284,9 +321,9 @@ class Session:
             limit_per_row[r] = max(0, min(limit, self.max_tokens - self._processed[r]))
         if max(limit_per_row) == 0:
             return [[] for _ in rows]
-        if forced is not None and self.engine.drafter is None:
+        if forced is not None and not self.engine.speculates:
             raise ValueError("forced tokens replace the targets of verify passes: the engine must speculate")
-        if self.engine.drafter is not None:
+        if self.engine.speculates:
             replay = None if forced is None else dict(zip(rows, forced, strict=True))
             return self._speculate(rows, limit_per_row, sampling, set(stop_ids), replay)
         stop = sorted(stop_ids) or [-1]
@@ -356,109 +393,6 @@ class Session:
             result.append(tokens)
         return result
 
-    def _speculate(
-        self,
-        rows: list[int],
-        limit_per_row: list[int],
-        sampling: SamplingParams,
-        stop_ids: set[int],
-        forced: dict[int, list[int]] | None,
-    ) -> list[list[int]]:
-        """generate() with drafts from the context: each round runs one verify pass over every running row's
-        pending token and draft (ragged, padded to the longest), or one plain step when no row has a draft.
-        Every token is the one plain decoding emits (see model.speculative)."""
-        drafter = self.engine.drafter
-        device = self.engine.device
-        noise = None
-        if not sampling.greedy:
-            candidates = candidate_count(sampling, self.engine.config.vocab_size)
-            noise = NoiseStream(self._generator(sampling), self.batch_size, candidates, device)
-        # Device tensors, as plain decoding divides by them: the same rounding.
-        temperature = torch.full((1,), sampling.temperature, device=device)
-        top_p = torch.full((1,), sampling.top_p, device=device)
-        outputs: dict[int, list[int]] = {r: [] for r in rows}
-        left = {
-            r: limit_per_row[r] if forced is None else min(limit_per_row[r], len(forced[r])) for r in rows
-        }
-        before = {r: self._texts[r].tokens[-MAX_NGRAM:] for r in rows}
-        running = [r for r in rows if left[r] > 0]
-
-        def choose(logits: torch.Tensor) -> list[list[int]]:
-            generated = [len(outputs[r]) for r in running]
-            if forced is not None:
-                width = logits.shape[1]
-                return [
-                    (forced[r] + [-1] * width)[g : g + width] for r, g in zip(running, generated, strict=True)
-                ]
-            return targets(logits, running, generated, sampling, noise, temperature, top_p)
-
-        def emit(emitted: list[list[int]]) -> None:
-            for r, tokens in zip(list(running), emitted, strict=True):
-                tokens = cut(tokens, stop_ids, left[r])
-                outputs[r] += tokens
-                self._texts[r].extend(tokens)
-                self._pending[r] = tokens[-1:]
-                left[r] -= len(tokens)
-            running[:] = [r for r in running if left[r] > 0 and outputs[r][-1] not in stop_ids]
-
-        emit(choose(self._last_logits[running][:, None]))
-        while running:
-            limit = self.engine.speculate_tokens
-            drafts = {r: drafter.draft(self._texts[r], min(limit, left[r] - 1)) for r in running}
-            width = 1 + max(len(draft) for draft in drafts.values())
-            fed = [
-                self._pending[r] + drafts[r] + [0] * (width - 1 - len(drafts[r]))
-                if r in drafts
-                else [0] * width
-                for r in range(self.batch_size)
-            ]
-            active = [r in drafts for r in range(self.batch_size)]
-            for r in running:
-                self._pending[r] = []
-            if width == 1:
-                self._step_rows(active, fed)
-                self.speculation.steps += 1
-                emit(choose(self._last_logits[running][:, None]))
-                continue
-            logits = self._verify(active, fed, running)
-            emitted = [
-                cut(agreed(drafts[r], row_targets), stop_ids, left[r])
-                for r, row_targets in zip(running, choose(logits), strict=True)
-            ]
-            kept = [len(tokens) - 1 for tokens in emitted]  # the last token fed whose state each row keeps
-            self._trail.keep_(self.cache, running, kept)
-            for i, (r, last) in enumerate(zip(running, kept, strict=True)):
-                self._last_logits[r] = logits[i, last]
-                self._processed[r] += last + 1
-            self.processed_tokens += sum(kept) + len(kept)
-            self.speculation.verify_passes += 1
-            self.speculation.drafted += sum(len(draft) for draft in drafts.values())
-            self.speculation.accepted += sum(kept)
-            emit(emitted)
-        if noise is not None:
-            noise.rewind(max(len(tokens) for tokens in outputs.values()))
-        for r in rows:
-            drafter.finished(outputs[r], before[r])
-        return [outputs[r] for r in rows]
-
-    def _verify(self, active: list[bool], fed: list[list[int]], running: list[int]) -> torch.Tensor:
-        """Run T tokens in each active row (rows sitting out keep their states; their KV slots from their length
-        on are scratch) keeping the GDN states after each token; logits [R, T, V] of the running rows."""
-        device = self.engine.device
-        width = len(fed[0])
-        if self._trail is None:
-            self._trail = StateTrail(
-                self.engine.config, self.batch_size, MAX_DRAFT_TOKENS + 1, device, self.engine.dtype
-            )
-        return self.model.forward(
-            torch.tensor(fed, dtype=torch.long, device=device),
-            torch.tensor(self._processed, dtype=torch.long, device=device),
-            self.cache.prefix(max(self._processed) + width),
-            active=None if all(active) else torch.tensor(active, device=device),
-            trail=self._trail.resize(width),
-            logit_rows=torch.tensor(running, dtype=torch.long, device=device),
-        )
-
     def _decoder(self) -> Decoder:
         """The engine's capturing decoder for this batch size when it has one and this session fits it, else
         this session's own, which decodes in its cache."""
@@ -491,6 +425,8 @@ class Session:
         self._last_logits[row] = source._last_logits[source_row]
         if self._texts is not None:
             self._texts[row] = source._texts[source_row].copy()
+        if self._head_rows is not None:
+            self._head_rows.copy_row(row, source._head_rows, source_row)
 
     def clear_row_(self, row: int) -> None:
         """Empty `row` until copy_row_() fills it again (its old state stays behind until then, unread)."""
@@ -498,6 +434,8 @@ class Session:
         self._pending[row] = []
         if self._texts is not None:
             self._texts[row] = NgramIndex()
+        if self._head_rows is not None:
+            self._head_rows.clear(row)
 
     @property
     def processed_lengths(self) -> list[int]:
@@ -515,6 +453,7 @@ class Session:
             self._last_logits.clone(),
             None if stream is None else (stream[0], stream[1].get_state()),
             None if self._texts is None else [text.copy() for text in self._texts],
+            None if self._head_rows is None else self._head_rows.snapshot(),
         )
 
     def restore(self, snapshot: Snapshot) -> None:
@@ -527,6 +466,8 @@ class Session:
         self._last_logits.copy_(snapshot.last_logits)
         if snapshot.texts is not None:
             self._texts = [text.copy() for text in snapshot.texts]
+        if snapshot.draft_head is not None:
+            self._head_rows.restore(snapshot.draft_head)
         self._random_stream = None
         if snapshot.random_stream is not None:
             seed, state = snapshot.random_stream

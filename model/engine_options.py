@@ -13,7 +13,7 @@ DTYPES = ("bfloat16", "float32")
 QUANTIZATIONS = ("int8", "int4")
 # auto: drafts from the context unless the decode steps are captured (CUDA graphs on a GPU), as verify passes
 # are not captured yet.
-SPECULATION = ("auto", "ngram", "off")
+SPECULATION = ("auto", "ngram", "mtp", "off")
 MAX_DRAFT_TOKENS = 8  # the longest draft a verify pass may check
 
 
@@ -31,8 +31,13 @@ class EngineOptions:
     cuda_graph: bool = True  # capture decode steps as CUDA graphs on a GPU
     max_batch_rows: int = 8  # rows (of all callers) that the batch scheduler decodes together
     cache_dir: Path | None = None  # keeps quantized weights and compiled steps for the next run
-    speculate: str = "auto"  # ngram: verify drafts from the context (exact); off; auto: ngram unless captured
+    speculate: str = (
+        "auto"  # ngram: drafts from the context; mtp: from the MTP head; off; auto: ngram unless captured
+    )
     speculate_tokens: int = 4  # the longest draft a verify pass checks, 1 to MAX_DRAFT_TOKENS
+    draft_head: Path | None = (
+        None  # a checkpoint whose mtp.* tensors the mtp drafter uses (default: the model's)
+    )
 
     def __post_init__(self) -> None:
         choices_of = (
@@ -54,11 +59,13 @@ class EngineOptions:
             raise OptionError(
                 "speculate_tokens", f"must be between 1 and {MAX_DRAFT_TOKENS}, not {self.speculate_tokens}"
             )
+        if self.draft_head is not None and self.speculate != "mtp":
+            raise OptionError("draft_head", "is the head of --speculate mtp: add it or drop --draft-head")
         if self.device is not None:
             self.check_device(self.device)
 
     def speculation(self, captured: bool) -> str:
-        """ngram or off, as `speculate` decides for an engine that captures its decode steps or not."""
+        """ngram, mtp or off, as `speculate` decides for an engine that captures its decode steps or not."""
         if self.speculate == "auto":
             return "off" if captured else "ngram"
         return self.speculate

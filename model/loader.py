@@ -14,6 +14,8 @@ from tqdm import tqdm
 from model import quantized_cache
 from model.config import Qwen35Config
 from model.cpu_weights import int4_applies, stored_kind, to_cpu_weight
+from model.draft_head import PREFIX as DRAFT_PREFIX
+from model.draft_head import draft_head_layout
 from model.errors import DOWNLOAD_HINT, ModelDirectoryError
 from model.linear import Weight
 from model.quantize import INT4_GROUP
@@ -100,6 +102,36 @@ def load_weights(
         log.info("loaded the %s weights from %s, the rest from %s", quantize, cache_path, model_dir)
     else:
         log.info("loaded the weights from %s%s", model_dir, f", {quantize} projections" if quantize else "")
+    return weights
+
+
+def check_draft_head(model_dir: Path) -> dict[str, Path]:
+    """The checkpoint's files by tensor name; ModelDirectoryError when it has no multi-token-prediction head."""
+    files = checkpoint_files(model_dir)
+    if not any(name.startswith(DRAFT_PREFIX) for name in files):
+        raise ModelDirectoryError(
+            f"{model_dir}: the checkpoint has no multi-token-prediction head (no mtp.* tensors; a model saved "
+            "through transformers drops them): give --draft-head DIR, a checkpoint that has one such as the base "
+            "Qwen3.5-2B, or use --speculate ngram"
+        )
+    return files
+
+
+def load_draft_head(
+    model_dir: Path,
+    config: Qwen35Config,
+    device: torch.device,
+    dtype: torch.dtype,
+    quantize: str | None = None,
+) -> dict[str, Weight]:
+    """The multi-token-prediction head's tensors (`mtp.*`, see model.draft_head) of model_dir's checkpoint, laid
+    out and stored as load_weights lays out the trunk's; ModelDirectoryError when the checkpoint has none."""
+    files = check_draft_head(model_dir)
+    layout = draft_head_layout(config)
+    weights = _read_checkpoint(
+        model_dir, files, layout, "", device, dtype, quantize if device.type == "cpu" else None
+    )
+    log.info("loaded the multi-token-prediction head from %s", model_dir)
     return weights
 
 
@@ -198,7 +230,7 @@ def is_matrix(name: str) -> bool:
 
 def _checkpoint_name(source: tuple[str, tuple[int, ...]], prefix: str) -> str:
     name = source[0]
-    return name if name.startswith("lm_head.") else prefix + name
+    return name if name.startswith(("lm_head.", DRAFT_PREFIX)) else prefix + name
 
 
 def _destinations(

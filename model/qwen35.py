@@ -112,32 +112,47 @@ class Qwen35Model:
         active: torch.Tensor | None = None,
         trail: StateTrail | None = None,
         logit_rows: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+        return_hidden: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Run tokens [B, T] placed at positions start[b] + t and update cache; return fp32 logits.
 
         logits_at [B] picks one position per row (e.g. each row's last real token); None gives logits
         for every position [B, T, V], of only the rows logit_rows lists when given. active [B] bool: rows
         marked False leave their recurrent state unchanged (their KV slots from start[b] on are scratch,
         overwritten by their next tokens). trail (sized for T) receives the GDN states after each token.
+        return_hidden: also return the final normed hidden states of every position [B, T, H] (what the draft
+        head reads).
         """
         positions = start[:, None] + torch.arange(tokens.shape[1], device=tokens.device)
         x = embedding(tokens, self.weights["embed_tokens.weight"], self.dtype)
         residual = None
         for i in range(self.config.num_hidden_layers):
             x, residual = self.layer(i, x, residual, positions, start, cache, active, trail)
-        if logits_at is not None:
-            rows = torch.arange(x.shape[0], device=x.device)
-            x, residual = x[rows, logits_at], residual[rows, logits_at]
-        elif logit_rows is not None:
-            x, residual = x[logit_rows], residual[logit_rows]
-        return self.logits(x, residual)
+        if return_hidden:
+            normed = self.final_norm(x, residual)
+            return linear(
+                self._pick(normed, logits_at, logit_rows), self.weights["lm_head.weight"]
+            ).float(), normed
+        return self.logits(self._pick(x, logits_at, logit_rows), self._pick(residual, logits_at, logit_rows))
 
-    def logits(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        """fp32 logits of the last layer's (MLP output, residual stream before it)."""
+    @staticmethod
+    def _pick(
+        x: torch.Tensor, logits_at: torch.Tensor | None, logit_rows: torch.Tensor | None
+    ) -> torch.Tensor:
+        if logits_at is not None:
+            return x[torch.arange(x.shape[0], device=x.device), logits_at]
+        return x if logit_rows is None else x[logit_rows]
+
+    def final_norm(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """The final norm of the last layer's (MLP output, residual stream before it)."""
         normed, _ = kernels.rms_norm(
             x, self.weights["norm.weight"], self.config.rms_norm_eps, residual=residual
         )
-        return linear(normed, self.weights["lm_head.weight"]).float()
+        return normed
+
+    def logits(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """fp32 logits of the last layer's (MLP output, residual stream before it)."""
+        return linear(self.final_norm(x, residual), self.weights["lm_head.weight"]).float()
 
     def layer(
         self,
@@ -164,7 +179,7 @@ class Qwen35Model:
             )
         state = self._state_index[i]
         if c.layer_types[i] == "full_attention":
-            x = self._attention(p + "self_attn.", normed, positions, start, cache.kv[state])
+            x = self.attention(p + "self_attn.", normed, positions, start, cache.kv[state])
         else:
             trails = (None, None) if trail is None else (trail.conv[state], trail.recurrent[state])
             x = self._gated_delta_net(
@@ -173,13 +188,14 @@ class Qwen35Model:
         normed, residual = kernels.rms_norm(
             x, w[p + "post_attention_layernorm.weight"], c.rms_norm_eps, residual=residual
         )
-        return self._mlp(p + "mlp.", normed), residual
+        return self.mlp(p + "mlp.", normed), residual
 
-    def _mlp(self, p: str, x: torch.Tensor) -> torch.Tensor:
+    def mlp(self, p: str, x: torch.Tensor) -> torch.Tensor:
+        """The SwiGLU MLP whose weights are named p + ...: the trunk's layers' and the draft head's."""
         gate, up = linear(x, self.weights[p + "gate_up_proj.weight"]).chunk(2, dim=-1)
         return linear(kernels.swiglu(gate, up), self.weights[p + "down_proj.weight"])
 
-    def _attention(
+    def attention(
         self,
         p: str,
         x: torch.Tensor,
@@ -187,6 +203,7 @@ class Qwen35Model:
         start: torch.Tensor,
         kv: tuple[torch.Tensor, torch.Tensor],
     ) -> torch.Tensor:
+        """Gated attention (weights named p + ...) of x at positions over the KV cache kv, written in place."""
         w = self.weights
         c = self.config
         batch, length, _ = x.shape

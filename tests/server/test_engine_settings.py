@@ -99,3 +99,19 @@ def test_compiling_hands_the_agents_sampling_and_the_cache_directory_to_the_engi
     assert asked["engine_options"].compile
     assert asked["sampling"] == SamplingParams(temperature=0.3, top_p=0.95, top_k=20)
     assert asked["engine_options"].cache_dir == tmp_path / "engine"
+
+
+def test_speculation_options_reach_the_engine_and_a_missing_draft_head_is_refused_at_start_up(tiny_model_dir):
+    env = {"SQLSCOUT_SPECULATE": "off", "SQLSCOUT_SPECULATE_TOKENS": "6"}
+    settings = Settings.resolve(vars(build_parser("serve").parse_args([], env_vars=env)))
+    options = settings.engine_options()
+    assert (options.speculate, options.speculate_tokens) == ("off", 6)
+    assert Settings().engine_options().speculate == "auto"
+    with pytest.raises(SettingsError, match="--speculate-tokens must be between 1 and 8, not 9"):
+        Settings(speculate_tokens=9)
+    with pytest.raises(SettingsError, match=r"--speculate mtp: .*no multi-token-prediction head.*--draft-head"):
+        Settings(model=str(tiny_model_dir), speculate="mtp")
+    with pytest.raises(SettingsError, match=r"--draft-head: .*no multi-token-prediction head"):
+        Settings(model=str(tiny_model_dir), speculate="mtp", draft_head=str(tiny_model_dir))
+    with pytest.raises(SettingsError, match="--draft-head is the head of --speculate mtp"):
+        Settings(draft_head=str(tiny_model_dir))

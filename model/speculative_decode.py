@@ -1,0 +1,133 @@
+"""A session's generate() when its engine speculates: each round drafts for every running row (from the context or
+the draft head), runs one verify pass over every running row's pending token and draft (ragged, padded to the
+longest), keeps each row's state after its last accepted token, or runs one plain step when no row has a
+draft. Every emitted token is the one plain decoding emits (see model.speculative)."""
+
+from __future__ import annotations
+
+import torch
+
+from model.cache import StateTrail
+from model.drafting import MAX_NGRAM
+from model.engine_options import MAX_DRAFT_TOKENS
+from model.sampling import candidate_count
+from model.sampling_params import SamplingParams
+from model.speculative import NoiseStream, agreed, cut, targets
+
+
+class SpeculativeDecoding:
+    """Session's speculative generate(), kept apart from plain decoding (Session mixes it in)."""
+
+    def _speculate(
+        self,
+        rows: list[int],
+        limit_per_row: list[int],
+        sampling: SamplingParams,
+        stop_ids: set[int],
+        forced: dict[int, list[int]] | None,
+    ) -> list[list[int]]:
+        engine = self.engine
+        device = engine.device
+        noise = None
+        if not sampling.greedy:
+            candidates = candidate_count(sampling, engine.config.vocab_size)
+            noise = NoiseStream(self._generator(sampling), self.batch_size, candidates, device)
+        # Device tensors, as plain decoding divides by them: the same rounding.
+        temperature = torch.full((1,), sampling.temperature, device=device)
+        top_p = torch.full((1,), sampling.top_p, device=device)
+        outputs: dict[int, list[int]] = {r: [] for r in rows}
+        left = {
+            r: limit_per_row[r] if forced is None else min(limit_per_row[r], len(forced[r])) for r in rows
+        }
+        before = {r: self._texts[r].tokens[-MAX_NGRAM:] for r in rows}
+        running = [r for r in rows if left[r] > 0]
+
+        def choose(logits: torch.Tensor) -> list[list[int]]:
+            generated = [len(outputs[r]) for r in running]
+            if forced is not None:
+                width = logits.shape[1]
+                return [
+                    (forced[r] + [-1] * width)[g : g + width] for r, g in zip(running, generated, strict=True)
+                ]
+            return targets(logits, running, generated, sampling, noise, temperature, top_p)
+
+        def emit(emitted: list[list[int]]) -> None:
+            for r, tokens in zip(list(running), emitted, strict=True):
+                tokens = cut(tokens, stop_ids, left[r])
+                outputs[r] += tokens
+                self._texts[r].extend(tokens)
+                self._pending[r] = tokens[-1:]
+                left[r] -= len(tokens)
+            running[:] = [r for r in running if left[r] > 0 and outputs[r][-1] not in stop_ids]
+
+        emit(choose(self._last_logits[running][:, None]))
+        while running:
+            drafts = self._drafts(running, {r: min(engine.speculate_tokens, left[r] - 1) for r in running})
+            width = 1 + max(len(draft) for draft in drafts.values())
+            fed = [
+                self._pending[r] + drafts[r] + [0] * (width - 1 - len(drafts[r]))
+                if r in drafts
+                else [0] * width
+                for r in range(self.batch_size)
+            ]
+            active = [r in drafts for r in range(self.batch_size)]
+            for r in running:
+                self._pending[r] = []
+            if width == 1:
+                self._step_rows(active, fed)
+                self.speculation.steps += 1
+                emit(choose(self._last_logits[running][:, None]))
+                continue
+            logits, hidden = self._verify(active, fed, running)
+            emitted = [
+                cut(agreed(drafts[r], row_targets), stop_ids, left[r])
+                for r, row_targets in zip(running, choose(logits), strict=True)
+            ]
+            kept = [len(tokens) - 1 for tokens in emitted]  # the last token fed whose state each row keeps
+            self._trail.keep_(self.cache, running, kept)
+            for i, (r, last) in enumerate(zip(running, kept, strict=True)):
+                self._last_logits[r] = logits[i, last]
+                self._processed[r] += last + 1
+                if hidden is not None:
+                    self._head_rows.add(r, hidden[r, : last + 1])
+            self.processed_tokens += sum(kept) + len(kept)
+            self.speculation.verify_passes += 1
+            self.speculation.drafted += sum(len(draft) for draft in drafts.values())
+            self.speculation.accepted += sum(kept)
+            emit(emitted)
+        if noise is not None:
+            noise.rewind(max(len(tokens) for tokens in outputs.values()))
+        if engine.drafter is not None:
+            for r in rows:
+                engine.drafter.finished(outputs[r], before[r])
+        return [outputs[r] for r in rows]
+
+    def _drafts(self, running: list[int], limits: dict[int, int]) -> dict[int, list[int]]:
+        """Up to limits[r] drafted tokens to follow each running row's pending token."""
+        if self._head_rows is not None:
+            return self._head_rows.draft(self.cache, self._texts, running, limits)
+        drafter = self.engine.drafter
+        return {r: drafter.draft(self._texts[r], limits[r]) for r in running}
+
+    def _verify(
+        self, active: list[bool], fed: list[list[int]], running: list[int]
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Run T tokens in each active row (rows sitting out keep their states; their KV slots from their length
+        on are scratch) keeping the GDN states after each token; logits [R, T, V] of the running rows, and the
+        final hidden states [B, T, H] when a draft head reads them."""
+        device = self.engine.device
+        width = len(fed[0])
+        if self._trail is None:
+            self._trail = StateTrail(
+                self.engine.config, self.batch_size, MAX_DRAFT_TOKENS + 1, device, self.engine.dtype
+            )
+        out = self.model.forward(
+            torch.tensor(fed, dtype=torch.long, device=device),
+            torch.tensor(self._processed, dtype=torch.long, device=device),
+            self.cache.prefix(max(self._processed) + width),
+            active=None if all(active) else torch.tensor(active, device=device),
+            trail=self._trail.resize(width),
+            logit_rows=torch.tensor(running, dtype=torch.long, device=device),
+            return_hidden=self._head_rows is not None,
+        )
+        return out if self._head_rows is not None else (out, None)
