@@ -61,7 +61,8 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _timed(device: torch.device, function) -> tuple[float, object]:
+def timed(device: torch.device, function) -> tuple[float, object]:
+    """(seconds, value) of function(), the device synchronised before and after."""
     _sync(device)
     started = time.perf_counter()
     value = function()
@@ -121,18 +122,18 @@ def run(
     tool_result = torch.randint(0, config["vocab_size"], (TOOL_RESULT_TOKENS,), generator=generator).tolist()
 
     session = engine.new_session()
-    prefill_s, _ = _timed(device, lambda: session.append(prompt))
+    prefill_s, _ = timed(device, lambda: session.append(prompt))
     at_prompt = session.snapshot()
     session.generate(16, GREEDY, stop_ids=set())  # compiles kernels and captures the decode graph
     session.restore(at_prompt)
-    decode_s, ours = _timed(device, lambda: session.generate(new_tokens, GREEDY, stop_ids=set())[0])
+    decode_s, ours = timed(device, lambda: session.generate(new_tokens, GREEDY, stop_ids=set())[0])
     # The first token comes from the prefill's logits; every further one is a decode step.
     ours_tokens_per_s = (len(ours) - 1) / decode_s
 
     overheads = []
     for _ in range(5):
         session.restore(at_prompt)
-        seconds, _ = _timed(device, lambda: (session.append(tool_result), session.generate(1, GREEDY, set())))
+        seconds, _ = timed(device, lambda: (session.append(tool_result), session.generate(1, GREEDY, set())))
         overheads.append(seconds)
     turn_ms = statistics.median(overheads[1:]) * 1000
 
@@ -146,8 +147,8 @@ def run(
             )
 
         theirs(2)
-        one_s, _ = _timed(device, lambda: theirs(1))
-        many_s, theirs_ids = _timed(device, lambda: theirs(reference_tokens + 1))
+        one_s, _ = timed(device, lambda: theirs(1))
+        many_s, theirs_ids = timed(device, lambda: theirs(reference_tokens + 1))
     theirs_tokens_per_s = reference_tokens / (many_s - one_s)
     theirs_list = theirs_ids[0, context:].tolist()
     agree = next(

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.agent_episode import SCRIPTS, ForcedReplayPolicy
+from benchmarks.model_decode import SHAPES, build_checkpoint, timed
 from benchmarks.real_size_checkpoint import real_size_checkpoint
 from model.cache import StateTrail
 from model.engine import Engine
@@ -38,6 +39,7 @@ DRAFT_TOKENS = (1, 2, 4, 8)
 CONTEXT = 2048  # tokens before the timed verify passes
 RANDOM_TOKENS = 160
 REPEATS = 6
+STEPS = 4  # plain decode steps timed together per repeat
 
 
 def recorded_episodes(questions: list[str]) -> list[tuple[str, list[int], list[tuple[int, int]]]]:
@@ -68,36 +70,43 @@ def recorded_episodes(questions: list[str]) -> list[tuple[str, list[int], list[t
     return episodes
 
 
+def _plain_decode(session, tokens: list[int]) -> float:
+    """Seconds plain decoding takes for len(tokens) tokens at the session's length (its own argmax, which a random
+    model's is), then the session as if it had generated `tokens`, untimed."""
+    mark = session.snapshot()
+    seconds, _ = timed(session.engine.device, lambda: session.generate(len(tokens), GREEDY, set()))
+    session.restore(mark)
+    session.append(tokens)
+    return seconds
+
+
 def replay(engine: Engine, speculating: Engine, ids: list[int], turns: list[tuple[int, int]]) -> dict:
     """Decode seconds of one episode's replies, plain and speculative, turn by turn in alternation."""
     plain, fast = (e.new_session(1, len(ids) + 16) for e in (engine, speculating))
     plain_s = fast_s = 0.0
-    done = 0  # tokens in both sessions, the pending last reply token included
+    done = 0  # tokens in both sessions
     for start, reply_length in turns:
         for session in (plain, fast):
             session.append(ids[done:start])
         reply = ids[start : start + reply_length]
-        began = time.perf_counter()
-        # As generating it: the first reply token comes from the prompt's logits, the last stays pending.
-        for token in reply[:-1]:
-            plain.append([token])
-        plain_s += time.perf_counter() - began
-        began = time.perf_counter()
-        emitted = fast.generate(len(reply), GREEDY, set(), forced=[reply])[0]
-        fast_s += time.perf_counter() - began
+        plain_s += _plain_decode(plain, reply)
+        seconds, emitted = timed(
+            fast.engine.device,
+            lambda reply=reply: fast.generate(len(reply), GREEDY, set(), forced=[reply])[0],
+        )
+        fast_s += seconds
         if emitted != reply:
             raise AssertionError("speculative decoding emitted other tokens than the replayed reply")
-        plain.append(reply[-1:])  # untimed: the pending token, as the next append runs it in both
-        fast.append([])
+        fast.append([])  # untimed: the pending last token, which the plain session took in above
         done = start + reply_length
     tokens = sum(length for _, length in turns)
-    stats = fast.speculation
     return {
         "reply_tokens": tokens,
         "plain_tokens_per_s": round(tokens / plain_s, 2),
         "speculative_tokens_per_s": round(tokens / fast_s, 2),
         "speedup": round(plain_s / fast_s, 3),
-        **stats.as_dict(),
+        **fast.speculation.as_dict(),
+        # Both sessions took in the same tokens: their next-token logits agree to the rounding of the kernels.
         "max_logit_difference": float((plain.last_logits - fast.last_logits).abs().max()),
     }
 
@@ -113,14 +122,12 @@ def random_text(engine: Engine, speculating: Engine, vocab: int) -> dict:
     plain_s = fast_s = 0.0
     for offset in range(0, RANDOM_TOKENS, 16):
         piece = text[offset : offset + 16]
-        began = time.perf_counter()
-        for token in piece:
-            plain.append([token])
-        plain_s += time.perf_counter() - began
-        began = time.perf_counter()
-        fast.generate(len(piece), GREEDY, set(), forced=[piece])
+        plain_s += _plain_decode(plain, piece)
+        seconds, _ = timed(
+            fast.engine.device, lambda piece=piece: fast.generate(len(piece), GREEDY, set(), forced=[piece])
+        )
+        fast_s += seconds
         fast.append([])
-        fast_s += time.perf_counter() - began
     return {
         "tokens": RANDOM_TOKENS,
         "plain_tokens_per_s": round(RANDOM_TOKENS / plain_s, 2),
@@ -131,20 +138,24 @@ def random_text(engine: Engine, speculating: Engine, vocab: int) -> dict:
 
 
 def verify_cost(engine: Engine) -> dict:
-    """Median ms of one decode step and of one verify pass per draft length, at CONTEXT tokens, alternated."""
+    """Median ms of one plain decode step (a replayed graph where the engine captures) and of one verify pass per
+    draft length (eager), at CONTEXT tokens of context, alternated."""
     model = engine.model
-    session = engine.new_session(1, CONTEXT + 32)
+    device = engine.device
+    session = engine.new_session(1, CONTEXT + 64)
     session.append(torch.randint(0, engine.config.vocab_size, (CONTEXT,)).tolist())
+    mark = session.snapshot()
     cache = session.cache
-    trail = StateTrail(engine.config, 1, max(DRAFT_TOKENS) + 1, engine.device, engine.dtype)
-    start = torch.tensor([CONTEXT])
-    rows = torch.zeros(1, dtype=torch.long)
+    trail = StateTrail(engine.config, 1, max(DRAFT_TOKENS) + 1, device, engine.dtype)
+    start = torch.tensor([CONTEXT], device=device)
+    rows = torch.zeros(1, dtype=torch.long, device=device)
 
-    def step() -> None:
-        model.forward(torch.tensor([[7]]), start, cache.prefix(CONTEXT + 1), logits_at=rows)
+    def steps() -> None:
+        session.restore(mark)
+        session.generate(STEPS + 1, GREEDY, set())  # the first token comes from the prefill's logits
 
     def verify(width: int) -> None:
-        tokens = torch.full((1, width), 7)
+        tokens = torch.full((1, width), 7, device=device)
         model.forward(
             tokens, start, cache.prefix(CONTEXT + width), trail=trail.resize(width), logit_rows=rows
         )
@@ -152,17 +163,17 @@ def verify_cost(engine: Engine) -> dict:
 
     times: dict[str, list[float]] = {"step": [], **{f"verify_{k}": [] for k in DRAFT_TOKENS}}
     with torch.inference_mode():
-        step()
+        steps()  # compiles kernels and captures the decode graph where the engine captures
         for _ in range(REPEATS):
             for name in times:
-                began = time.perf_counter()
-                step() if name == "step" else verify(int(name.split("_")[1]) + 1)
-                times[name].append(time.perf_counter() - began)
+                work = steps if name == "step" else lambda name=name: verify(int(name.split("_")[1]) + 1)
+                seconds, _ = timed(device, work)
+                times[name].append(seconds / (STEPS if name == "step" else 1))
     step_ms = statistics.median(times["step"]) * 1000
-    report = {"step_ms": round(step_ms, 1)}
+    report = {"step_ms": round(step_ms, 2), "step_captured": engine.cuda_graph}
     for k in DRAFT_TOKENS:
         ms = statistics.median(times[f"verify_{k}"]) * 1000
-        report[f"verify_{k}_ms"] = round(ms, 1)
+        report[f"verify_{k}_ms"] = round(ms, 2)
         report[f"verify_{k}_vs_step"] = round(ms / step_ms, 3)
     return report
 
@@ -171,6 +182,42 @@ def _speculating(engine: Engine, tokens: int) -> Engine:
     """An engine on the same weights that drafts up to `tokens` tokens from the context."""
     options = dataclasses.replace(engine.options, speculate="ngram", speculate_tokens=tokens)
     return Engine(engine.model, engine.tokenizer, options)
+
+
+def _checkpoint(model: str | None, device: torch.device, scratch: Path) -> Path:
+    """The given directory, or a random one of the real size: kept in the cache on a CPU, written to the scratch
+    folder on a GPU (where transformers makes it on the device in seconds)."""
+    if model:
+        return Path(model)
+    if device.type == "cpu":
+        return real_size_checkpoint()
+    build_checkpoint(SHAPES["2b"], scratch, device, torch.bfloat16)
+    torch.cuda.empty_cache()
+    return scratch
+
+
+def render(report: dict) -> str:
+    """The report's tables as text."""
+    lines = [f"{report['machine']}, {report['date']}: {report['text']}"]
+    for variant, result in report["variants"].items():
+        cost = result["verify_cost"]
+        verify = ", ".join(f"K={k}: {cost[f'verify_{k}_vs_step']}x" for k in DRAFT_TOKENS)
+        lines.append(
+            f"{variant}: one step {cost['step_ms']} ms; a verify pass of K + 1 tokens against it: {verify}"
+        )
+        for tokens, episodes in result["episodes"].items():
+            for qid, row in episodes.items():
+                lines.append(
+                    f"  {tokens} {qid}: {row['reply_tokens']} tokens, {row['plain_tokens_per_s']} -> "
+                    f"{row['speculative_tokens_per_s']} tokens/s ({row['speedup']}x), "
+                    f"{row['accepted_per_pass']} accepted per pass"
+                )
+        noise = result["random_text"]
+        lines.append(
+            f"  random text: {noise['plain_tokens_per_s']} -> {noise['speculative_tokens_per_s']} tokens/s "
+            f"({noise['ratio']}x), {noise['verify_passes']} verify passes"
+        )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,18 +232,25 @@ def main(argv: list[str] | None = None) -> int:
         "--speculate-tokens", type=int, nargs="+", default=[4], help="draft lengths to replay with"
     )
     parser.add_argument("--questions", nargs="+", default=list(SCRIPTS), choices=list(SCRIPTS))
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--out", help="also write speculative.json into this folder")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
+    device = torch.device(args.device)
     episodes = recorded_episodes(args.questions)
-    model_dir = Path(args.model) if args.model else real_size_checkpoint()
+    machine = (
+        torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or platform.machine()
+    )
     report = {
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
-        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{machine}, {os.cpu_count()} cores, torch {torch.__version__}",
+        "date": time.strftime("%Y-%m-%d %H:%M"),
         "text": "replayed scripted episodes stand in for the trained model's replies",
         "variants": {},
     }
+    scratch = tempfile.TemporaryDirectory()
+    model_dir = _checkpoint(args.model, device, Path(scratch.name))
     for variant in args.variants:
-        options = EngineOptions(device="cpu", speculate="off", **VARIANTS[variant])
+        options = EngineOptions(device=args.device, speculate="off", **VARIANTS[variant])
         engine = Engine.load(model_dir, options)
         result = {"verify_cost": verify_cost(engine), "episodes": {}}
         for tokens in args.speculate_tokens:
@@ -210,7 +264,12 @@ def main(argv: list[str] | None = None) -> int:
         report["variants"][variant] = result
         print(json.dumps({variant: result}), file=sys.stderr)
         del engine, speculating
+    scratch.cleanup()
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "speculative.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
+    print(render(report))
     return 0
 
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 import threading
 
 MAX_NGRAM = 4
+# The most tokens a match of n = 1, 2, 3 tokens proposes (MAX_NGRAM tokens: the caller's limit): a short match
+# predicts little, and each drafted token costs the verify pass a row of every product.
+DRAFT_TOKENS_BY_MATCH = (1, 2, 4)
 # Tokens the recent sequences keep (older ones are dropped half at a time): a few hundred episodes' replies.
 RECENT_TOKENS = 262_144
 # What separates two recent sequences, so that no n-gram spans both.
@@ -75,7 +78,8 @@ class RecentSequences:
 
 
 class NgramDrafter:
-    """Proposes up to `limit` tokens to follow a row's sequence; nothing when no n-gram matches."""
+    """Proposes up to `limit` tokens to follow a row's sequence (fewer after a short match); nothing when no
+    n-gram matches."""
 
     name = "ngram"
 
@@ -86,10 +90,11 @@ class NgramDrafter:
         tokens = text.tokens
         for n in range(min(MAX_NGRAM, len(tokens)), 0, -1):
             gram = tuple(tokens[-n:])
+            longest = min(limit, DRAFT_TOKENS_BY_MATCH[n - 1]) if n < MAX_NGRAM else limit
             start = text.continuation(gram)
             if start is not None:
-                return tokens[start : start + limit]
-            follow = self.recent.draft(gram, limit)
+                return tokens[start : start + longest]
+            follow = self.recent.draft(gram, longest)
             if follow:
                 return follow
         return []
