@@ -3,7 +3,7 @@ make (graph replay vs eager, Triton vs torch at real shapes), a whole ask episod
 real size, end-to-end decode.
 
 `python -m benchmarks.gpu_suite --out DIR` writes summary.md, kernels.csv, kernels.png, kernel_tests.log,
-gpu_checks.log/.json, gpu_ask.log/.json and model_decode.log/.json into DIR and prints the summary last, in
+gpu_checks.log/.json, gpu_ask.log/.json, model_decode.log/.json and speculative.log/.json into DIR and prints the summary last, in
 under 9 minutes on an H200 (--budget: a step gets what is left of it when that is less than its own limit).
 Needs torch, triton, numpy, pytest and transformers (which writes the random checkpoints); matplotlib optional.
 """
@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 MODEL_DECODE_MODULE = "benchmarks.model_decode"
 GPU_CHECKS_MODULE = "benchmarks.gpu_checks"
 GPU_ASK_MODULE = "benchmarks.gpu_ask"
+SPECULATIVE_MODULE = "benchmarks.speculative"
 
 
 def _run_logged(command: list[str], log_path: Path, timeout_s: float) -> tuple[int | None, str]:
@@ -166,6 +167,13 @@ def build_parser() -> configargparse.ArgumentParser:
         help="seconds for the end-to-end decode benchmark",
     )
     parser.add_argument(
+        "--speculative-timeout",
+        type=float,
+        default=120.0,
+        env_var="SQLSCOUT_GPU_SUITE_SPECULATIVE_TIMEOUT",
+        help="seconds for speculative decoding of replayed episodes at the real size against the decode graph",
+    )
+    parser.add_argument(
         "--budget",
         type=float,
         default=540.0,
@@ -202,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     checks = _run_module(GPU_CHECKS_MODULE, out, limit(args.checks_timeout))
     ask = _run_module(GPU_ASK_MODULE, out, limit(args.ask_timeout))
     model = _run_module(MODEL_DECODE_MODULE, out, limit(args.model_timeout))
+    speculative = _run_module(SPECULATIVE_MODULE, out, limit(args.speculative_timeout))
 
     summary = "\n".join(
         [
@@ -230,6 +239,13 @@ def main(argv: list[str] | None = None) -> int:
             f"## End-to-end decode ({MODEL_DECODE_MODULE})",
             "",
             model,
+            "",
+            f"## Speculative decoding at the real size against the decode graph ({SPECULATIVE_MODULE})",
+            "",
+            "Replayed agent episodes stand in for the trained model's replies (their tokens are forced as the "
+            "model's choices); verify passes run eagerly, the plain steps as the captured graph.",
+            "",
+            speculative,
             "",
         ]
     )

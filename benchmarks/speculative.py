@@ -227,16 +227,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model", help="a Qwen3.5-2B-size directory (default: the random real-size checkpoint)"
     )
-    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument(
+        "--variants", nargs="+", choices=list(VARIANTS), help="default: all on a CPU, the default on a GPU"
+    )
     parser.add_argument(
         "--speculate-tokens", type=int, nargs="+", default=[4], help="draft lengths to replay with"
     )
     parser.add_argument("--questions", nargs="+", default=list(SCRIPTS), choices=list(SCRIPTS))
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
     parser.add_argument("--out", help="also write speculative.json into this folder")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
-    device = torch.device(args.device)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    variants = args.variants or (list(VARIANTS) if device.type == "cpu" else ["default"])
     episodes = recorded_episodes(args.questions)
     machine = (
         torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or platform.machine()
@@ -249,8 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     scratch = tempfile.TemporaryDirectory()
     model_dir = _checkpoint(args.model, device, Path(scratch.name))
-    for variant in args.variants:
-        options = EngineOptions(device=args.device, speculate="off", **VARIANTS[variant])
+    for variant in variants:
+        options = EngineOptions(device=device.type, speculate="off", **VARIANTS[variant])
         engine = Engine.load(model_dir, options)
         result = {"verify_cost": verify_cost(engine), "episodes": {}}
         for tokens in args.speculate_tokens:

@@ -72,6 +72,9 @@ SLOW = {
     "tests/dbtools/test_demo.py::test_load_postgres_copies_every_table": "loads the demo into PostgreSQL twice",
     "tests/dbtools/test_demo.py::test_load_mysql_copies_every_table": "loads the demo into MariaDB twice",
     "tests/dbtools/test_demo.py::test_load_duckdb_copies_every_table": "loads the demo into DuckDB twice",
+    "tests/benchmarks/test_gpu_machine_imports.py::test_the_speculative_benchmark_runs_without_the_server_packages": (
+        "episodes of a random model on the CPU, plain and speculative"
+    ),
     "tests/benchmarks/test_evaluate.py::test_tiny_random_model_episodes_end_cleanly": (
         "episodes of a random model on the CPU"
     ),

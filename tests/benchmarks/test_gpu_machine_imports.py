@@ -91,3 +91,27 @@ def test_the_ask_episode_runs_without_the_server_packages(gpu_machine_site, tmp_
     report = json.loads((out / "gpu_ask.json").read_text())
     assert report["problems"] == [] and report["rounds"] == 7 and report["longest_reply_tokens"] <= 8
     assert done.stdout.splitlines()[-1] == "completed"
+
+
+def test_the_speculative_benchmark_runs_without_the_server_packages(gpu_machine_site, tmp_path):
+    """The suite's speculative step on a tiny checkpoint and one replayed episode, with the GPU machine's packages:
+    the replayed tokens come back exactly and the report holds every table."""
+    from benchmarks.random_checkpoint import write_tiny_checkpoint
+
+    model = write_tiny_checkpoint(tmp_path / "tiny")
+    out = tmp_path / "out"
+    argv = ["speculative", "--model", str(model), "--questions", "demo-07", "--speculate-tokens", "2"]
+    argv += ["--device", "cpu", "--variants", "default", "--out", str(out)]
+    probe = (
+        "import runpy, sys\n"
+        f"sys.argv = {argv!r}\n"
+        "runpy.run_module('benchmarks.speculative', run_name='__main__', alter_sys=True)"
+    )
+    done = run_there(gpu_machine_site, probe, tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    report = json.loads((out / "speculative.json").read_text())["variants"]["default"]
+    episode = report["episodes"]["K=2"]["demo-07"]
+    assert episode["reply_tokens"] > 100 and episode["verify_passes"] > 0
+    assert 0 < episode["accepted_per_pass"] <= 2
+    assert set(report["verify_cost"]) >= {"step_ms", "verify_8_vs_step"}
+    assert report["random_text"]["tokens"] == 160

@@ -109,7 +109,9 @@ def test_speculation_options_reach_the_engine_and_a_missing_draft_head_is_refuse
     assert Settings().engine_options().speculate == "auto"
     with pytest.raises(SettingsError, match="--speculate-tokens must be between 1 and 8, not 9"):
         Settings(speculate_tokens=9)
-    with pytest.raises(SettingsError, match=r"--speculate mtp: .*no multi-token-prediction head.*--draft-head"):
+    with pytest.raises(
+        SettingsError, match=r"--speculate mtp: .*no multi-token-prediction head.*--draft-head"
+    ):
         Settings(model=str(tiny_model_dir), speculate="mtp")
     with pytest.raises(SettingsError, match=r"--draft-head: .*no multi-token-prediction head"):
         Settings(model=str(tiny_model_dir), speculate="mtp", draft_head=str(tiny_model_dir))
