@@ -12,7 +12,6 @@ cost of one verify pass of K + 1 tokens against one decode step at about 2k toke
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -23,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import configargparse
 import torch
 
 from benchmarks.agent_episode import SCRIPTS, ForcedReplayPolicy
@@ -221,21 +221,43 @@ def render(report: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = configargparse.ArgumentParser(
         prog="python -m benchmarks.speculative", description=__doc__.split("\n")[0]
     )
     parser.add_argument(
-        "--model", help="a Qwen3.5-2B-size directory (default: the random real-size checkpoint)"
+        "--model",
+        env_var="SQLSCOUT_BENCH_MODEL",
+        help="a Qwen3.5-2B-size directory (default: a random checkpoint of the real size)",
     )
     parser.add_argument(
-        "--variants", nargs="+", choices=list(VARIANTS), help="default: all on a CPU, the default on a GPU"
+        "--variants",
+        nargs="+",
+        choices=list(VARIANTS),
+        env_var="SQLSCOUT_BENCH_VARIANTS",
+        help="engine variants (default: all on a CPU, the default on a GPU)",
     )
     parser.add_argument(
-        "--speculate-tokens", type=int, nargs="+", default=[4], help="draft lengths to replay with"
+        "--speculate-tokens",
+        type=int,
+        nargs="+",
+        default=[4],
+        env_var="SQLSCOUT_BENCH_SPECULATE_TOKENS",
+        help="the draft lengths to replay with",
     )
-    parser.add_argument("--questions", nargs="+", default=list(SCRIPTS), choices=list(SCRIPTS))
-    parser.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
-    parser.add_argument("--out", help="also write speculative.json into this folder")
+    parser.add_argument(
+        "--questions",
+        nargs="+",
+        default=list(SCRIPTS),
+        choices=list(SCRIPTS),
+        env_var="SQLSCOUT_BENCH_QUESTIONS",
+        help="scripted demo questions to replay",
+    )
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), env_var="SQLSCOUT_DEVICE", help="default: cuda when available"
+    )
+    parser.add_argument(
+        "--out", env_var="SQLSCOUT_BENCH_OUT", help="also write speculative.json into this folder"
+    )
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))

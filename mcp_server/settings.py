@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from dbtools.connection_defaults import CONNECT_TIMEOUT_S, POOL_SIZE
 from dbtools.query_limits import DEFAULT_QUERY_LIMITS
 from mcp_server.agent.episode import EpisodeLimits
 from mcp_server.agent.policies.endpoint import ENDPOINT_RETRIES, ENDPOINT_TIMEOUT_S
@@ -122,13 +123,13 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "connect_timeout",
         "seconds a new PostgreSQL or MySQL connection may take before the server counts as unreachable "
-        "(default 5, at least 2)",
+        f"(default {CONNECT_TIMEOUT_S}, at least 2)",
         parse=int,
         metavar="SECONDS",
     ),
     Option(
         "pool_size",
-        "most PostgreSQL or MySQL connections open at once, so most queries running at once (default 10)",
+        f"most PostgreSQL or MySQL connections open at once, so most queries running at once (default {POOL_SIZE})",
         parse=int,
         metavar="N",
     ),
@@ -264,8 +265,8 @@ class Settings:
     allowed_origins: str | None = None
     max_rows: int = DEFAULT_QUERY_LIMITS.max_rows
     timeout: float = DEFAULT_QUERY_LIMITS.timeout_s
-    connect_timeout: int = 5
-    pool_size: int = 10
+    connect_timeout: int = CONNECT_TIMEOUT_S
+    pool_size: int = POOL_SIZE
     device: str | None = None
     dtype: str | None = None
     quantize: str | None = None

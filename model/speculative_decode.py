@@ -9,7 +9,6 @@ import torch
 
 from model.cache import StateTrail
 from model.drafting import MAX_NGRAM
-from model.engine_options import MAX_DRAFT_TOKENS
 from model.sampling import candidate_count
 from model.sampling_params import SamplingParams
 from model.speculative import NoiseStream, agreed, cut, targets
@@ -118,8 +117,13 @@ class SpeculativeDecoding:
         device = self.engine.device
         width = len(fed[0])
         if self._trail is None:
+            # The states of every token of the longest pass: about 19 MB a token and row at Qwen3.5-2B's size.
             self._trail = StateTrail(
-                self.engine.config, self.batch_size, MAX_DRAFT_TOKENS + 1, device, self.engine.dtype
+                self.engine.config,
+                self.batch_size,
+                self.engine.speculate_tokens + 1,
+                device,
+                self.engine.dtype,
             )
         out = self.model.forward(
             torch.tensor(fed, dtype=torch.long, device=device),

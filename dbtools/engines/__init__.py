@@ -3,6 +3,7 @@ interface."""
 
 from __future__ import annotations
 
+from dbtools.connection_defaults import CONNECT_TIMEOUT_S, POOL_SIZE
 from dbtools.engines.catalog import ColumnInfo, ForeignKey, TableInfo
 from dbtools.engines.database import Database
 from dbtools.engines.dsn import missing_relative_url_file, parse_dsn
@@ -38,8 +39,8 @@ def open_database(
     timeout_s: float = DEFAULT_QUERY_LIMITS.timeout_s,
     max_rows: int = DEFAULT_QUERY_LIMITS.max_rows,
     max_chars: int = DEFAULT_QUERY_LIMITS.max_chars,
-    connect_timeout_s: int = 5,
-    pool_size: int = 10,
+    connect_timeout_s: int = CONNECT_TIMEOUT_S,
+    pool_size: int = POOL_SIZE,
     display_name: str | None = None,
 ) -> Database:
     """Open `dsn` read-only; None opens the bundled demo database (built on first use).

@@ -12,6 +12,7 @@ import pymysql
 from pymysql.constants import FIELD_TYPE
 from pymysql.cursors import SSCursor
 
+from dbtools.connection_defaults import CONNECT_TIMEOUT_S, POOL_SIZE
 from dbtools.engines.catalog import ColumnInfo, ForeignKey, TableInfo
 from dbtools.engines.database import Database
 from dbtools.engines.mysql_grants import privileges_beyond_select
@@ -113,8 +114,8 @@ class MySQLDatabase(Database):
         display_name: str,
         *,
         limits: QueryLimits = DEFAULT_QUERY_LIMITS,
-        pool_size: int = 10,
-        connect_timeout_s: int = 5,
+        pool_size: int = POOL_SIZE,
+        connect_timeout_s: int = CONNECT_TIMEOUT_S,
     ) -> None:
         super().__init__(display_name, limits=limits)
         args = connect_args(url, max(1, connect_timeout_s))

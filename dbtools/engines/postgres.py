@@ -14,6 +14,7 @@ from psycopg import errors as pg_errors
 from psycopg.pq import DiagnosticField, ExecStatus
 from psycopg.pq.abc import PGresult
 
+from dbtools.connection_defaults import CONNECT_TIMEOUT_S, POOL_SIZE
 from dbtools.engines.catalog import ColumnInfo, ForeignKey, TableInfo
 from dbtools.engines.database import Database
 from dbtools.engines.postgres_pool import PooledConnection, PostgresPool
@@ -92,8 +93,8 @@ class PostgresDatabase(Database):
         display_name: str,
         *,
         limits: QueryLimits = DEFAULT_QUERY_LIMITS,
-        pool_size: int = 10,
-        connect_timeout_s: int = 5,
+        pool_size: int = POOL_SIZE,
+        connect_timeout_s: int = CONNECT_TIMEOUT_S,
     ) -> None:
         super().__init__(display_name, limits=limits)
         connect_args = {

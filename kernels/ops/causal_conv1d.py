@@ -56,82 +56,66 @@ def _causal_conv1d_kernel(
 
 
 @triton.jit
-def _conv_state_update_kernel(
-    x_ptr,
-    state_ptr,
-    seq_len,
-    channels,
-    stride_xb,
-    stride_xt,
-    stride_sb,
-    stride_sc,
-    stride_ss,
-    HISTORY: tl.constexpr,
-    BLOCK_H: tl.constexpr,
-    BLOCK_C: tl.constexpr,
-):
-    b = tl.program_id(0).to(tl.int64)
-    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+def _state_after(
+    x_ptr, state_ptr, b, end, offs_c, c_mask, stride_xb, stride_xt, stride_sb, stride_sc, stride_ss,
+    HISTORY: tl.constexpr, BLOCK_H: tl.constexpr,
+):  # fmt: skip
+    """The conv state [BLOCK_C, BLOCK_H] after the first `end` tokens of x: slot h holds input end - HISTORY + h of
+    x, or slot end + h of the old state where that is negative."""
     offs_h = tl.arange(0, BLOCK_H)
-    c_mask = offs_c < channels
     h_mask = offs_h < HISTORY
-    # New slot h holds input seq_len - HISTORY + h of [old state | x]; it is in the old state when negative.
-    src = seq_len - HISTORY + offs_h
+    src = end - HISTORY + offs_h
     in_x = (src >= 0) & h_mask
-    in_state = (src < 0) & h_mask
-    state_rows = state_ptr + b * stride_sb + offs_c[:, None] * stride_sc
     x = tl.load(
         x_ptr + b * stride_xb + src[None, :] * stride_xt + offs_c[:, None],
         mask=in_x[None, :] & c_mask[:, None],
         other=0.0,
     )
     old = tl.load(
-        state_rows + (seq_len + offs_h)[None, :] * stride_ss, mask=in_state[None, :] & c_mask[:, None]
+        state_ptr + b * stride_sb + offs_c[:, None] * stride_sc + (end + offs_h)[None, :] * stride_ss,
+        mask=((src < 0) & h_mask)[None, :] & c_mask[:, None],
     )
+    return tl.where(in_x[None, :], x.to(state_ptr.dtype.element_ty), old)
+
+
+@triton.jit
+def _conv_state_update_kernel(
+    x_ptr, state_ptr, seq_len, channels, stride_xb, stride_xt, stride_sb, stride_sc, stride_ss,
+    HISTORY: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_C: tl.constexpr,
+):  # fmt: skip
+    b = tl.program_id(0).to(tl.int64)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    c_mask = offs_c < channels
+    new = _state_after(
+        x_ptr, state_ptr, b, seq_len, offs_c, c_mask, stride_xb, stride_xt, stride_sb, stride_sc, stride_ss,
+        HISTORY, BLOCK_H,
+    )  # fmt: skip
     # Every old value must be read before any slot is overwritten (a short update shifts the state in place).
     tl.debug_barrier()
-    new = tl.where(in_x[None, :], x.to(state_ptr.dtype.element_ty), old)
-    tl.store(state_rows + offs_h[None, :] * stride_ss, new, mask=h_mask[None, :] & c_mask[:, None])
+    offs_h = tl.arange(0, BLOCK_H)
+    state_rows = state_ptr + b * stride_sb + offs_c[:, None] * stride_sc
+    tl.store(
+        state_rows + offs_h[None, :] * stride_ss, new, mask=(offs_h < HISTORY)[None, :] & c_mask[:, None]
+    )
 
 
 @triton.jit
 def _conv_trail_kernel(
-    x_ptr,
-    state_ptr,
-    trail_ptr,
-    seq_len,
-    channels,
-    stride_xb,
-    stride_xt,
-    stride_sb,
-    stride_sc,
-    stride_ss,
-    HISTORY: tl.constexpr,
-    BLOCK_H: tl.constexpr,
-    BLOCK_C: tl.constexpr,
-):
-    """The state after token t, for every t: slot h holds input t + 1 + h of [old state | x]."""
+    x_ptr, state_ptr, trail_ptr, seq_len, channels, stride_xb, stride_xt, stride_sb, stride_sc, stride_ss,
+    HISTORY: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_C: tl.constexpr,
+):  # fmt: skip
+    """The state after each token t, into trail [B, T, C, HISTORY]."""
     b = tl.program_id(0).to(tl.int64)
     t = tl.program_id(1)
     offs_c = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
-    offs_h = tl.arange(0, BLOCK_H)
     c_mask = offs_c < channels
-    h_mask = offs_h < HISTORY
-    src = t + 1 + offs_h  # in [old state | x]: below HISTORY it is an old slot
-    in_x = (src >= HISTORY) & h_mask
-    in_state = (src < HISTORY) & h_mask
-    x = tl.load(
-        x_ptr + b * stride_xb + (src - HISTORY)[None, :] * stride_xt + offs_c[:, None],
-        mask=in_x[None, :] & c_mask[:, None],
-        other=0.0,
-    )
-    old = tl.load(
-        state_ptr + b * stride_sb + offs_c[:, None] * stride_sc + src[None, :] * stride_ss,
-        mask=in_state[None, :] & c_mask[:, None],
-    )
-    new = tl.where(in_x[None, :], x.to(trail_ptr.dtype.element_ty), old)
+    new = _state_after(
+        x_ptr, state_ptr, b, t + 1, offs_c, c_mask, stride_xb, stride_xt, stride_sb, stride_sc, stride_ss,
+        HISTORY, BLOCK_H,
+    )  # fmt: skip
+    offs_h = tl.arange(0, BLOCK_H)
     rows = trail_ptr + ((b * seq_len + t) * channels + offs_c[:, None]) * HISTORY + offs_h[None, :]
-    tl.store(rows, new, mask=h_mask[None, :] & c_mask[:, None])
+    tl.store(rows, new.to(trail_ptr.dtype.element_ty), mask=(offs_h < HISTORY)[None, :] & c_mask[:, None])
 
 
 def causal_conv1d_triton(
