@@ -199,3 +199,17 @@ def test_mid_size_greedy_over_hundreds_of_tokens(tmp_path):
     session, tokens = _generate(engine, GREEDY, [300, 240], prompts)
     assert tokens == expected
     _assert_same_state(session, plain_session)
+
+
+def test_forced_tokens_replace_the_targets_and_need_a_speculating_engine(checkpoint_dirs, plain):
+    forced = [[5, 6, 7, 5, 6, 7, 5, 6], [9, 9, 9]]
+    engine = _engine(checkpoint_dirs["text_tied"], "ngram")
+    session = engine.new_session(2, 64)
+    session.append([[5, 6, 7], [1, 2]])
+    # Limits past a forced list stop at its end.
+    assert session.generate([8, 10], GREEDY, set(), forced=forced) == forced
+    assert session.speculation.accepted > 0  # "5 6 7" repeats: its drafts agree with the forced tokens
+    other = plain["text_tied"].new_session(1, 16)
+    other.append([1, 2])
+    with pytest.raises(ValueError, match="the engine must speculate"):
+        other.generate(3, GREEDY, set(), forced=[[1, 2, 3]])
