@@ -1,6 +1,7 @@
 """DuckDB engine: a .duckdb file, or CSV/Parquet/JSON files as views, attached read-only to an in-memory instance
 whose file access is limited to those files and whose configuration is locked; DuckDB's own parser must read
-every query as one SELECT, and interrupt() stops it at its timeout."""
+every query as one SELECT, and interrupt() stops it at its timeout. With hidden columns, queries run in the
+instance's own catalog, where a view of each attached table (of the same name) reads NULL in their place."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -71,7 +72,10 @@ class DuckDBDatabase(Database):
                 shutil.rmtree(self._scratch, ignore_errors=True)
                 raise
         self._lock = threading.Lock()
+        self._alias = alias
         self._use_catalog = f"USE {_quote(alias)}"
+        self._use_for_queries = self._use_catalog
+        self._hidden: Callable[[str, str], bool] | None = None
         try:
             self._conn = _locked_instance(catalog, alias, self.files)
         except duckdb.Error as exc:
@@ -83,16 +87,46 @@ class DuckDBDatabase(Database):
             # deleted (Windows), close() tries again.
             shutil.rmtree(self._scratch, ignore_errors=True)
 
+    def hide(self, hidden: Callable[[str, str], bool]) -> None:
+        """From now on DuckDB itself reads NULL for every (table, column) that `hidden` names: queries run in the
+        in-memory catalog, over views of the attached tables (rebuilt whenever the catalog is read again)."""
+        self._hidden = hidden
+        self._hiding_views(self.tables())
+        self._use_for_queries = "USE memory"
+
+    def _hiding_views(self, tables: list[TableInfo]) -> None:
+        """A view in the in-memory catalog for each attached table, of its schema and name, reading its visible
+        columns and a typed NULL for each hidden one."""
+        statements = []
+        for info in tables:
+            parts = self._table_parts[info.name]
+            schema, table = ("main", *parts) if len(parts) == 1 else parts
+            columns = ", ".join(
+                f"CAST(NULL AS {column.type}) AS {_quote(column.name)}"
+                if self._hidden(info.name, column.name)
+                else _quote(column.name)
+                for column in info.columns
+            )
+            statements.append(f"CREATE SCHEMA IF NOT EXISTS memory.{_quote(schema)}")
+            statements.append(
+                f"CREATE OR REPLACE VIEW memory.{_quote(schema)}.{_quote(table)} AS SELECT {columns} "
+                f"FROM {_quote(self._alias)}.{_quote(schema)}.{_quote(table)}"
+            )
+        with self._lock:
+            for statement in statements:
+                self._conn.execute(statement)
+
     @contextmanager
-    def _cursor(self, timeout_s: float) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection of its own for one call (no state carries over), interrupted at the timeout."""
+    def _cursor(self, timeout_s: float, use: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection of its own for one call (no state carries over), interrupted at the timeout, in the
+        catalog queries run in unless `use` names another."""
         with self._lock:
             cursor = self._conn.cursor()
         timer = threading.Timer(timeout_s, cursor.interrupt)
         timer.daemon = True
         started = time.perf_counter()
         try:
-            cursor.execute(self._use_catalog)
+            cursor.execute(use or self._use_for_queries)
             timer.start()
             yield cursor
         except duckdb.InterruptException:
@@ -151,7 +185,9 @@ class DuckDBDatabase(Database):
                 yield from batch
 
     def _catalog_rows(self, sql: str) -> list[tuple]:
-        return list(self.stream(sql, timeout_s=max(self.timeout_s, 30.0)))
+        """Rows of a query of the attached database's own catalog."""
+        with self._cursor(max(self.timeout_s, 30.0), self._use_catalog) as cursor:
+            return cursor.execute(sql).fetchall()
 
     def _schema_marker(self) -> object:
         return self._data_marker()
@@ -205,6 +241,8 @@ class DuckDBDatabase(Database):
                 )
             )
         self._table_parts = parts
+        if self._hidden is not None:
+            self._hiding_views(tables)
         return tables
 
     def fingerprint(self, table: str) -> str:

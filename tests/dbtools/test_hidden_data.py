@@ -275,10 +275,12 @@ def same_error(result, name: str) -> str:
     return re.sub(name, "NAME", text)
 
 
-def test_sqlite_itself_reads_null_for_a_hidden_column_the_rewriting_never_saw(tmp_path):
-    """The second layer: a statement that reaches SQLite unrewritten still reads no hidden value."""
-    path = tmp_path / "hidden.sqlite"
-    with sqlite3.connect(path) as conn:
+@pytest.mark.parametrize("engine", ["sqlite", "duckdb"])
+def test_the_engine_itself_reads_null_for_a_hidden_column_the_rewriting_never_saw(engine, tmp_path):
+    """The second layer: a statement that reaches SQLite (its authorizer) or DuckDB (the views it queries
+    through) unrewritten still reads no hidden value."""
+    path = tmp_path / f"hidden.{engine}"
+    with sqlite3.connect(path) if engine == "sqlite" else duckdb.connect(str(path)) as conn:
         fill(conn.execute, "?")
     sources = served(str(path))
     try:
