@@ -5,6 +5,7 @@ sequences of other episodes (an agent repeats its own call patterns across quest
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 MAX_NGRAM = 4
 # The most tokens a match of n = 1, 2, 3 tokens proposes (MAX_NGRAM tokens: the caller's limit): a short match
@@ -14,6 +15,19 @@ DRAFT_TOKENS_BY_MATCH = (1, 2, 4)
 RECENT_TOKENS = 262_144
 # What separates two recent sequences, so that no n-gram spans both.
 _SEPARATOR = -1
+
+
+@dataclass(frozen=True)
+class Draft:
+    """Tokens proposed to follow a row's sequence, and what proposed them: the length of the n-gram matched
+    (DRAFT_HEAD_KIND for the MTP head), whose acceptance the draft budget keeps apart."""
+
+    tokens: list[int]
+    kind: int
+
+
+DRAFT_HEAD_KIND = 0
+NO_DRAFT = Draft([], 0)
 
 
 class NgramIndex:
@@ -86,18 +100,18 @@ class NgramDrafter:
     def __init__(self, recent: RecentSequences | None = None) -> None:
         self.recent = RecentSequences() if recent is None else recent
 
-    def draft(self, text: NgramIndex, limit: int) -> list[int]:
+    def draft(self, text: NgramIndex, limit: int) -> Draft:
         tokens = text.tokens
         for n in range(min(MAX_NGRAM, len(tokens)), 0, -1):
             gram = tuple(tokens[-n:])
             longest = min(limit, DRAFT_TOKENS_BY_MATCH[n - 1]) if n < MAX_NGRAM else limit
             start = text.continuation(gram)
-            if start is not None:
-                return tokens[start : start + longest]
-            follow = self.recent.draft(gram, longest)
+            follow = (
+                tokens[start : start + longest] if start is not None else self.recent.draft(gram, longest)
+            )
             if follow:
-                return follow
-        return []
+                return Draft(follow, n)
+        return NO_DRAFT
 
     def finished(self, generated: list[int], before: list[int]) -> None:
         """Remember a generation and the MAX_NGRAM tokens before it for other sequences' drafts."""

@@ -16,6 +16,7 @@ from model.cpu import chosen_dtype, set_cpu_threads
 from model.cuda_graph import CudaGraphCapture, StepCapture
 from model.decode_step import is_stop
 from model.decoder import Decoder, DecodeStep, stop_width
+from model.draft_budget import DraftBudget
 from model.draft_head import DraftHead, DraftHeadRows
 from model.drafting import NgramDrafter, NgramIndex
 from model.engine_options import MAX_DRAFT_TOKENS, EngineOptions
@@ -70,6 +71,10 @@ class Engine:
         self.drafter = NgramDrafter() if speculation == "ngram" else None
         self.draft_head = DraftHead(model) if speculation == "mtp" else None
         self.speculate_tokens = options.speculate_tokens
+        # None checks every draft whole (tests with scripted drafts).
+        self.draft_budget: DraftBudget | None = (
+            DraftBudget(options.speculate_tokens) if self.speculates else None
+        )
 
     @property
     def speculates(self) -> bool:

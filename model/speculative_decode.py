@@ -1,14 +1,17 @@
 """A session's generate() when its engine speculates: each round drafts for every running row (from the context or
 the draft head), runs one verify pass over every running row's pending token and draft (ragged, padded to the
 longest), keeps each row's state after its last accepted token, or runs one plain step when no row has a
-draft. Every emitted token is the one plain decoding emits (see model.speculative)."""
+draft. Drafts are cut to what pays on this machine and text (model.draft_budget). Every emitted token is the one
+plain decoding emits (see model.speculative)."""
 
 from __future__ import annotations
+
+import time
 
 import torch
 
 from model.cache import StateTrail
-from model.drafting import MAX_NGRAM
+from model.drafting import DRAFT_HEAD_KIND, MAX_NGRAM, Draft
 from model.sampling import candidate_count
 from model.sampling_params import SamplingParams
 from model.speculative import NoiseStream, agreed, cut, targets
@@ -60,9 +63,17 @@ class SpeculativeDecoding:
             running[:] = [r for r in running if left[r] > 0 and outputs[r][-1] not in stop_ids]
 
         emit(choose(self._last_logits[running][:, None]))
+        budget = engine.draft_budget
         while running:
-            drafts = self._drafts(running, {r: min(engine.speculate_tokens, left[r] - 1) for r in running})
+            proposed = self._drafts(running, {r: min(engine.speculate_tokens, left[r] - 1) for r in running})
+            drafts = {
+                r: draft.tokens
+                if budget is None
+                else draft.tokens[: budget.length(self.batch_size, draft.kind, len(draft.tokens))]
+                for r, draft in proposed.items()
+            }
             width = 1 + max(len(draft) for draft in drafts.values())
+            started = time.perf_counter()
             fed = [
                 self._pending[r] + drafts[r] + [0] * (width - 1 - len(drafts[r]))
                 if r in drafts
@@ -75,13 +86,20 @@ class SpeculativeDecoding:
             if width == 1:
                 self._step_rows(active, fed)
                 self.speculation.steps += 1
-                emit(choose(self._last_logits[running][:, None]))
+                chosen = choose(self._last_logits[running][:, None])
+                if budget is not None:
+                    budget.record_pass(self.batch_size, 1, time.perf_counter() - started)
+                emit(chosen)
                 continue
             logits, hidden = self._verify(active, fed, running)
             emitted = [
                 cut(agreed(drafts[r], row_targets), stop_ids, left[r])
                 for r, row_targets in zip(running, choose(logits), strict=True)
             ]
+            if budget is not None:  # choose() has read the pass's result: it is done
+                budget.record_pass(self.batch_size, width, time.perf_counter() - started)
+                for r, tokens in zip(running, emitted, strict=True):
+                    budget.record_draft(proposed[r].kind, len(drafts[r]), len(tokens) - 1)
             kept = [len(tokens) - 1 for tokens in emitted]  # the last token fed whose state each row keeps
             self._trail.keep_(self.cache, running, kept)
             for i, (r, last) in enumerate(zip(running, kept, strict=True)):
@@ -101,10 +119,11 @@ class SpeculativeDecoding:
                 engine.drafter.finished(outputs[r], before[r])
         return [outputs[r] for r in rows]
 
-    def _drafts(self, running: list[int], limits: dict[int, int]) -> dict[int, list[int]]:
+    def _drafts(self, running: list[int], limits: dict[int, int]) -> dict[int, Draft]:
         """Up to limits[r] drafted tokens to follow each running row's pending token."""
         if self._head_rows is not None:
-            return self._head_rows.draft(self.cache, self._texts, running, limits)
+            drafted = self._head_rows.draft(self.cache, self._texts, running, limits)
+            return {r: Draft(tokens, DRAFT_HEAD_KIND) for r, tokens in drafted.items()}
         drafter = self.engine.drafter
         return {r: drafter.draft(self._texts[r], limits[r]) for r in running}
 

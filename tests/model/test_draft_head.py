@@ -61,6 +61,7 @@ def test_random_head_drafts_change_no_token_and_no_state(checkpoint_dirs, head_d
     path = checkpoint_dirs["text_tied"]
     plain_session, expected = _generate(_engine(path, speculate="off"), sampling)
     engine = _engine(path, speculate="mtp", draft_head=head_dir, speculate_tokens=3)
+    engine.draft_budget = None  # a random head's drafts are checked whole all the same
     session, tokens = _generate(engine, sampling)
     assert tokens == expected
     _assert_same_state(session, plain_session)
@@ -75,6 +76,7 @@ def test_the_heads_cache_equals_one_pass_over_the_sequence(checkpoint_dirs, head
     over (token t + 1, trunk hidden state t) of the whole sequence writes."""
     path = checkpoint_dirs["text_tied"]
     engine = _engine(path, speculate="mtp", draft_head=head_dir)
+    engine.draft_budget = None
     session, outputs = _generate(engine, GREEDY)
     for row, prompt in enumerate(PROMPTS):
         sequence = list(prompt) + outputs[row]

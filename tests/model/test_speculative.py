@@ -9,7 +9,7 @@ import torch
 
 from benchmarks.agent_episode import MID_SIZE_CONFIG
 from benchmarks.random_checkpoint import write_tiny_checkpoint
-from model.drafting import NgramIndex
+from model.drafting import Draft, NgramIndex
 from model.engine import Engine
 from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
@@ -37,7 +37,7 @@ class ScriptedDrafter:
         self.vocab_size = vocab_size
         self.calls = 0
 
-    def draft(self, text: NgramIndex, limit: int) -> list[int]:
+    def draft(self, text: NgramIndex, limit: int) -> Draft:
         prompt = next(p for p in self.references if tuple(text.tokens[: len(p)]) == p)
         reference = self.references[prompt]
         generated = len(text) - len(prompt)
@@ -45,7 +45,7 @@ class ScriptedDrafter:
         self.calls += 1
         ahead = reference[generated : generated + right + wrong]
         proposal = ahead[:right] + [(token + 1) % self.vocab_size for token in ahead[right:]]
-        return proposal[:limit]
+        return Draft(proposal[:limit], 1)
 
     def finished(self, generated: list[int], before: list[int]) -> None:
         pass
@@ -69,8 +69,10 @@ def plain(checkpoint_dirs):
 
 
 def _speculating(path, references, pattern, vocab_size, **options) -> Engine:
+    """An engine checking every scripted draft whole (no draft budget cutting them)."""
     engine = _engine(path, "ngram", **options)
     engine.drafter = ScriptedDrafter(references, pattern, vocab_size)
+    engine.draft_budget = None
     return engine
 
 
@@ -179,6 +181,7 @@ def test_sampled_tokens_follow_the_distribution_of_plain_sampling(checkpoint_dir
     likely = [max(set(column), key=column.count) for column in zip(*plain_runs, strict=True)]
     engine = _engine(path, "ngram")
     engine.drafter = ScriptedDrafter({tuple(prompt[0]): likely}, [(3, 0)], engine.config.vocab_size)
+    engine.draft_budget = None
     speculative_runs = runs(engine, range(samples, 2 * samples))
     for position in range(3):
         first = [run[position] for run in plain_runs]
@@ -196,6 +199,7 @@ def test_mid_size_greedy_over_hundreds_of_tokens(tmp_path):
     engine = _engine(path, "ngram")
     references = {tuple(p): out for p, out in zip(prompts, expected, strict=True)}
     engine.drafter = ScriptedDrafter(references, PATTERNS["mixed"], engine.config.vocab_size)
+    engine.draft_budget = None
     session, tokens = _generate(engine, GREEDY, [300, 240], prompts)
     assert tokens == expected
     _assert_same_state(session, plain_session)
