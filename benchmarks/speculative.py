@@ -157,7 +157,12 @@ def verify_cost(engine: Engine) -> dict:
     def verify(width: int) -> None:
         tokens = torch.full((1, width), 7, device=device)
         model.forward(
-            tokens, start, cache.prefix(CONTEXT + width), trail=trail.resize(width), logit_rows=rows
+            tokens,
+            start,
+            cache.prefix(CONTEXT + width),
+            trail=trail.resize(width),
+            logit_rows=rows,
+            step_bounds=[CONTEXT + t + 1 for t in range(width)],
         )
         trail.keep_(cache, [0], [width // 2])
 

@@ -113,6 +113,7 @@ class Qwen35Model:
         trail: StateTrail | None = None,
         logit_rows: torch.Tensor | None = None,
         return_hidden: bool = False,
+        step_bounds: list[int] | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Run tokens [B, T] placed at positions start[b] + t and update cache; return fp32 logits.
 
@@ -121,13 +122,14 @@ class Qwen35Model:
         marked False leave their recurrent state unchanged (their KV slots from start[b] on are scratch,
         overwritten by their next tokens). trail (sized for T) receives the GDN states after each token.
         return_hidden: also return the final normed hidden states of every position [B, T, H] (what the draft
-        head reads).
+        head reads). step_bounds (a verify pass): attention runs position by position as the decode step does,
+        position t over the first step_bounds[t] cache positions, so that its rounding is the step's.
         """
         positions = start[:, None] + torch.arange(tokens.shape[1], device=tokens.device)
         x = embedding(tokens, self.weights["embed_tokens.weight"], self.dtype)
         residual = None
         for i in range(self.config.num_hidden_layers):
-            x, residual = self.layer(i, x, residual, positions, start, cache, active, trail)
+            x, residual = self.layer(i, x, residual, positions, start, cache, active, trail, step_bounds)
         if return_hidden:
             normed = self.final_norm(x, residual)
             return linear(
@@ -164,6 +166,7 @@ class Qwen35Model:
         cache: ModelCache,
         active: torch.Tensor | None = None,
         trail: StateTrail | None = None,
+        step_bounds: list[int] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Decoder layer i on its input x and the residual stream before it (None at layer 0, where x is it);
         returns (MLP output, residual stream before it): the stream after the layer is their sum."""
@@ -179,7 +182,7 @@ class Qwen35Model:
             )
         state = self._state_index[i]
         if c.layer_types[i] == "full_attention":
-            x = self.attention(p + "self_attn.", normed, positions, start, cache.kv[state])
+            x = self.attention(p + "self_attn.", normed, positions, start, cache.kv[state], step_bounds)
         else:
             trails = (None, None) if trail is None else (trail.conv[state], trail.recurrent[state])
             x = self._gated_delta_net(
@@ -202,8 +205,10 @@ class Qwen35Model:
         positions: torch.Tensor,
         start: torch.Tensor,
         kv: tuple[torch.Tensor, torch.Tensor],
+        step_bounds: list[int] | None = None,
     ) -> torch.Tensor:
-        """Gated attention (weights named p + ...) of x at positions over the KV cache kv, written in place."""
+        """Gated attention (weights named p + ...) of x at positions over the KV cache kv, written in place
+        (position by position over step_bounds when given, see forward)."""
         w = self.weights
         c = self.config
         batch, length, _ = x.shape
@@ -224,7 +229,23 @@ class Qwen35Model:
         rows = torch.arange(batch, device=x.device)[:, None]
         k_cache[rows, :, positions] = key
         v_cache[rows, :, positions] = value.view(batch, length, c.num_key_value_heads, c.head_dim)
-        out = kernels.attention(query, k_cache, v_cache, gate, start, self.attention_scale)
+        if step_bounds is None:
+            out = kernels.attention(query, k_cache, v_cache, gate, start, self.attention_scale)
+        else:
+            out = torch.cat(
+                [
+                    kernels.attention(
+                        query[:, t : t + 1],
+                        k_cache[:, :, :bound],
+                        v_cache[:, :, :bound],
+                        gate[:, t : t + 1],
+                        start + t,
+                        self.attention_scale,
+                    )
+                    for t, bound in enumerate(step_bounds)
+                ],
+                dim=1,
+            )
         return linear(out.reshape(batch, length, q_rows), w[p + "o_proj.weight"])
 
     def _gated_delta_net(

@@ -152,5 +152,7 @@ class SpeculativeDecoding:
             trail=self._trail.resize(width),
             logit_rows=torch.tensor(running, dtype=torch.long, device=device),
             return_hidden=self._head_rows is not None,
+            # Each position attends as the decode step for it would (the step's bound: the longest row + 1).
+            step_bounds=[max(self._processed) + t + 1 for t in range(width)],
         )
         return out if self._head_rows is not None else (out, None)
