@@ -159,7 +159,7 @@ OPTIONS: tuple[Option, ...] = (
         "ngram: a local model drafts tokens from the context (table names, the last SQL, the call syntax) and "
         "checks them in one pass, emitting exactly the tokens it would emit without; mtp: drafts with the "
         "checkpoint's multi-token-prediction head (see --draft-head); off; auto (default): ngram unless decode "
-        "steps are captured as CUDA graphs",
+        "steps are captured as CUDA graphs or compiled (--compile)",
         choices=SPECULATION,
     ),
     Option(

@@ -92,7 +92,7 @@ def build_parser() -> configargparse.ArgumentParser:
         env_var="SQLSCOUT_SPECULATE",
         help="ngram: draft tokens from the context and verify them in one pass (exact: the same tokens); "
         "mtp: draft with the checkpoint's multi-token-prediction head; "
-        "auto: ngram unless decode steps are captured as CUDA graphs",
+        "auto: ngram unless decode steps are captured as CUDA graphs or compiled (--compile)",
     )
     parser.add_argument(
         "--speculate-tokens",

@@ -11,8 +11,8 @@ from model.errors import OptionError
 DEVICES = ("cpu", "cuda")
 DTYPES = ("bfloat16", "float32")
 QUANTIZATIONS = ("int8", "int4")
-# auto: drafts from the context unless the decode steps are captured (CUDA graphs on a GPU), as verify passes
-# are not captured yet.
+# auto: drafts from the context unless the decode steps are captured (CUDA graphs on a GPU) or compiled
+# (--compile on a CPU): verify passes are neither yet, and would lose the faster steps.
 SPECULATION = ("auto", "ngram", "mtp", "off")
 MAX_DRAFT_TOKENS = 8  # the longest draft a verify pass may check
 
@@ -65,9 +65,10 @@ class EngineOptions:
             self.check_device(self.device)
 
     def speculation(self, captured: bool) -> str:
-        """ngram, mtp or off, as `speculate` decides for an engine that captures its decode steps or not."""
+        """ngram, mtp or off, as `speculate` decides for an engine that captures its decode steps or not: auto is
+        ngram unless the steps are captured or compiled."""
         if self.speculate == "auto":
-            return "off" if captured else "ngram"
+            return "off" if captured or self.compile else "ngram"
         return self.speculate
 
     def check_device(self, device_type: str) -> None:

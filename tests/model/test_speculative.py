@@ -217,3 +217,11 @@ def test_forced_tokens_replace_the_targets_and_need_a_speculating_engine(checkpo
     other.append([1, 2])
     with pytest.raises(ValueError, match="the engine must speculate"):
         other.generate(3, GREEDY, set(), forced=[[1, 2, 3]])
+
+
+def test_auto_drafts_unless_the_steps_are_captured_or_compiled():
+    assert EngineOptions().speculation(captured=False) == "ngram"
+    assert EngineOptions().speculation(captured=True) == "off"
+    assert EngineOptions(compile=True).speculation(captured=False) == "off"
+    assert EngineOptions(speculate="ngram", compile=True).speculation(captured=True) == "ngram"
+    assert EngineOptions(speculate="off").speculation(captured=False) == "off"
