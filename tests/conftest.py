@@ -33,6 +33,37 @@ SUBPROCESS_SERVERS = "starts sqlscout servers in subprocesses"
 # What the fast tier (`-m "not slow"`, scripts/test.sh --fast) leaves out: a test file, or one test of a file (every
 # parameter of it), and why it is slow.
 SLOW = {
+    "tests/kernels/test_gated_delta_rule.py::test_chunked_matches_fused_recurrent_and_token_loop": (
+        "three chunked kernels over 64-130 tokens in the Triton interpreter"
+    ),
+    "tests/benchmarks/test_bad_settings.py::test_a_bad_environment_value_is_a_usage_error": (
+        "starts each benchmark in a subprocess"
+    ),
+    "tests/dbtools/test_engines.py::test_a_schema_check_is_reused_for_the_engines_interval": (
+        "waits out the schema check's interval"
+    ),
+    "tests/dbtools/test_engines.py::test_a_sqlite_file_locked_by_a_writer_is_a_clear_error_within_the_timeout": (
+        "waits out a query timeout"
+    ),
+    "tests/model/test_draft_head.py::test_random_head_drafts_change_no_token_and_no_state": (
+        "generations with a draft head, plain and speculative"
+    ),
+    "tests/model/test_draft_head.py::test_the_heads_cache_equals_one_pass_over_the_sequence": (
+        "a speculative generation and a second prefill"
+    ),
+    "tests/model/test_speculative.py::test_sampled_tokens_follow_the_distribution_of_plain_sampling": (
+        "800 sampled generations"
+    ),
+    "tests/model/test_speculative.py::test_mid_size_greedy_over_hundreds_of_tokens": "a mid-size checkpoint",
+    "tests/model/test_cli.py::test_speculation_reports_its_verify_passes_and_changes_no_token": (
+        "two engines and 400 tokens through the CLI"
+    ),
+    "tests/benchmarks/test_llama_cpp.py::test_a_checkpoint_with_a_dummy_tokenizer_is_converted_from_links_with_the_real_qwen_tokenizer": (
+        "writes a checkpoint and the real tokenizer's files"
+    ),
+    "tests/benchmarks/test_evaluate.py::test_every_gold_query_of_the_demo_set_returns_rows": (
+        "every gold query on the full demo database"
+    ),
     "tests/kernels/test_compile_targets.py": "compiles 124 kernels for six GPU targets (minutes on a first run)",
     "tests/kernels/test_weight_products.py::test_products_built_for_other_instruction_sets_match_the_reference": (
         "builds the C++ weight products twice more"

@@ -191,7 +191,6 @@ def test_sampled_tokens_follow_the_distribution_of_plain_sampling(checkpoint_dir
     assert 0.1 * samples < accepted < 0.9 * samples
 
 
-@pytest.mark.slow
 def test_mid_size_greedy_over_hundreds_of_tokens(tmp_path):
     path = write_tiny_checkpoint(tmp_path / "mid", text_config=MID_SIZE_CONFIG, seed=3)
     prompts = [[101, 102, 103, 104] * 3, [205, 206, 207]]
