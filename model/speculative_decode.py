@@ -66,12 +66,7 @@ class SpeculativeDecoding:
         budget = engine.draft_budget
         while running:
             proposed = self._drafts(running, {r: min(engine.speculate_tokens, left[r] - 1) for r in running})
-            drafts = {
-                r: draft.tokens
-                if budget is None
-                else draft.tokens[: budget.length(self.batch_size, draft.kind, len(draft.tokens))]
-                for r, draft in proposed.items()
-            }
+            drafts = {r: draft.tokens for r, draft in proposed.items()}
             width = 1 + max(len(draft) for draft in drafts.values())
             started = time.perf_counter()
             fed = [
@@ -120,12 +115,21 @@ class SpeculativeDecoding:
         return [outputs[r] for r in rows]
 
     def _drafts(self, running: list[int], limits: dict[int, int]) -> dict[int, Draft]:
-        """Up to limits[r] drafted tokens to follow each running row's pending token."""
+        """Up to limits[r] drafted tokens to follow each running row's pending token, as many as the draft budget
+        says pay (the head is not run at all when none do: its cache is filled at its next draft)."""
+        budget = self.engine.draft_budget
+
+        def paying(kind: int, available: int) -> int:
+            return available if budget is None else budget.length(self.batch_size, kind, available)
+
         if self._head_rows is not None:
+            limits = {r: paying(DRAFT_HEAD_KIND, limit) for r, limit in limits.items()}
+            if not any(limits.values()):
+                return {r: Draft([], DRAFT_HEAD_KIND) for r in running}
             drafted = self._head_rows.draft(self.cache, self._texts, running, limits)
             return {r: Draft(tokens, DRAFT_HEAD_KIND) for r, tokens in drafted.items()}
-        drafter = self.engine.drafter
-        return {r: drafter.draft(self._texts[r], limits[r]) for r in running}
+        drafts = {r: self.engine.drafter.draft(self._texts[r], limits[r]) for r in running}
+        return {r: Draft(d.tokens[: paying(d.kind, len(d.tokens))], d.kind) for r, d in drafts.items()}
 
     def _verify(
         self, active: list[bool], fed: list[list[int]], running: list[int]

@@ -102,3 +102,15 @@ def test_the_draft_head_option_needs_mtp():
 
     with pytest.raises(OptionError, match="draft_head is the head of --speculate mtp"):
         EngineOptions(draft_head="x")
+
+
+def test_a_head_whose_drafts_do_not_pay_is_left_idle_and_caught_up_later(checkpoint_dirs, head_dir):
+    """With the draft budget on, a random head's drafts are declined (its forward skipped), tried again now and
+    then, and its cache caught up over the backlog each time: the tokens stay plain decoding's."""
+    path = checkpoint_dirs["text_tied"]
+    _, expected = _generate(_engine(path, speculate="off"), GREEDY)
+    engine = _engine(path, speculate="mtp", draft_head=head_dir)
+    session, tokens = _generate(engine, GREEDY)
+    assert tokens == expected
+    stats = session.speculation
+    assert stats.steps > 3 * stats.verify_passes > 0
