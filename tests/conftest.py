@@ -48,6 +48,9 @@ SLOW = {
     "tests/model/test_draft_head.py::test_random_head_drafts_change_no_token_and_no_state": (
         "generations with a draft head, plain and speculative"
     ),
+    "tests/model/test_draft_head.py::test_a_head_whose_drafts_do_not_pay_is_left_idle_and_caught_up_later": (
+        "generations with a draft head, plain and speculative"
+    ),
     "tests/model/test_draft_head.py::test_the_heads_cache_equals_one_pass_over_the_sequence": (
         "a speculative generation and a second prefill"
     ),
