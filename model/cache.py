@@ -145,9 +145,9 @@ class StateTrail:
 
     def keep_(self, cache: ModelCache, rows: list[int], kept: list[int]) -> None:
         """Set each of `rows` of cache to its state after token kept[i] of the pass (its other rows as they are)."""
-        device = cache.conv[0].device if cache.conv else None
-        if device is None:
+        if not cache.conv:
             return
+        device = cache.conv[0].device
         row_index = torch.tensor(rows, dtype=torch.long, device=device)
         token_index = torch.tensor(kept, dtype=torch.long, device=device)
         for state, trail in zip(cache.conv + cache.recurrent, self.conv + self.recurrent, strict=True):

@@ -14,7 +14,7 @@ import kernels
 from model.config import Qwen35Config
 from model.engine_options import MAX_DRAFT_TOKENS
 from model.linear import embedding, linear
-from model.qwen35 import Qwen35Model, WeightLayout
+from model.qwen35 import Qwen35Model, WeightLayout, decoder_layer_layout, norm_layout
 
 PREFIX = "mtp."
 LAYER = PREFIX + "layers.0."
@@ -27,41 +27,16 @@ MAX_DRAFT_TOKENS_PER_PASS = MAX_DRAFT_TOKENS + 1
 
 def draft_head_layout(config: Qwen35Config) -> dict[str, WeightLayout]:
     """The head's tensors by name, fused as the trunk's are (names as in the checkpoint: `mtp.` first)."""
-    c = config
-    hidden = c.hidden_size
-    q_rows = c.num_attention_heads * c.head_dim
-    kv_rows = c.num_key_value_heads * c.head_dim
-    a = LAYER + "self_attn."
-
-    def one(name: str, shape: tuple[int, ...]) -> WeightLayout:
-        return WeightLayout(shape, ((name, shape),))
-
+    fc = PREFIX + "fc.weight"
     layout = {
-        PREFIX + "fc.weight": one(PREFIX + "fc.weight", (hidden, 2 * hidden)),
-        LAYER + "mlp.gate_up_proj.weight": WeightLayout(
-            (2 * c.intermediate_size, hidden),
-            (
-                (LAYER + "mlp.gate_proj.weight", (c.intermediate_size, hidden)),
-                (LAYER + "mlp.up_proj.weight", (c.intermediate_size, hidden)),
-            ),
-        ),
-        LAYER + "mlp.down_proj.weight": one(LAYER + "mlp.down_proj.weight", (hidden, c.intermediate_size)),
-        a + "qkv_proj.weight": WeightLayout(
-            (2 * q_rows + 2 * kv_rows, hidden),
-            (
-                (a + "q_proj.weight", (2 * q_rows, hidden)),
-                (a + "k_proj.weight", (kv_rows, hidden)),
-                (a + "v_proj.weight", (kv_rows, hidden)),
-            ),
-        ),
-        a + "o_proj.weight": one(a + "o_proj.weight", (hidden, q_rows)),
-        a + "q_norm.weight": one(a + "q_norm.weight", (c.head_dim,)),
-        a + "k_norm.weight": one(a + "k_norm.weight", (c.head_dim,)),
+        fc: WeightLayout(
+            (config.hidden_size, 2 * config.hidden_size),
+            ((fc, (config.hidden_size, 2 * config.hidden_size)),),
+        )
     }
-    for norm in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
-        layout[f"{PREFIX}{norm}.weight"] = one(f"{PREFIX}{norm}.weight", (hidden,))
-    for norm in ("input_layernorm", "post_attention_layernorm"):
-        layout[f"{LAYER}{norm}.weight"] = one(f"{LAYER}{norm}.weight", (hidden,))
+    norms = (f"{PREFIX}{norm}.weight" for norm in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"))
+    layout.update(norm_layout(*norms, config=config))
+    layout.update(decoder_layer_layout(config, LAYER, "full_attention"))
     return layout
 
 

@@ -25,63 +25,92 @@ class WeightLayout:
     dtype: torch.dtype | None = None  # None: the model dtype
 
 
+def _entry(
+    name: str, *sources: tuple[str, tuple[int, ...]], dtype: torch.dtype | None = None
+) -> WeightLayout:
+    """The model tensor `name` stacked from its checkpoint tensors (name, shape)."""
+    rows = sum(shape[0] for _, shape in sources)
+    # Depthwise conv weights are stored [C, 1, K]; the conv kernel takes them as [C, K].
+    trailing = sources[0][1][2:] if name.endswith("conv1d.weight") else sources[0][1][1:]
+    return WeightLayout((rows, *trailing), tuple(sources), dtype)
+
+
+def _one(name: str, shape: tuple[int, ...], dtype: torch.dtype | None = None) -> tuple[str, WeightLayout]:
+    return name, _entry(name, (name, shape), dtype=dtype)
+
+
+def decoder_layer_layout(config: Qwen35Config, p: str, layer_type: str) -> dict[str, WeightLayout]:
+    """The tensors of one decoder layer whose names start with p: the trunk's layers and the draft head's."""
+    c = config
+    hidden = c.hidden_size
+    layout = dict(
+        [
+            _one(p + "input_layernorm.weight", (hidden,)),
+            _one(p + "post_attention_layernorm.weight", (hidden,)),
+            _one(p + "mlp.down_proj.weight", (hidden, c.intermediate_size)),
+        ]
+    )
+    layout[p + "mlp.gate_up_proj.weight"] = _entry(
+        p + "mlp.gate_up_proj.weight",
+        (p + "mlp.gate_proj.weight", (c.intermediate_size, hidden)),
+        (p + "mlp.up_proj.weight", (c.intermediate_size, hidden)),
+    )
+    if layer_type == "full_attention":
+        a = p + "self_attn."
+        q_rows = c.num_attention_heads * c.head_dim
+        kv_rows = c.num_key_value_heads * c.head_dim
+        layout[a + "qkv_proj.weight"] = _entry(
+            a + "qkv_proj.weight",
+            (a + "q_proj.weight", (2 * q_rows, hidden)),
+            (a + "k_proj.weight", (kv_rows, hidden)),
+            (a + "v_proj.weight", (kv_rows, hidden)),
+        )
+        layout.update(
+            [
+                _one(a + "o_proj.weight", (hidden, q_rows)),
+                _one(a + "q_norm.weight", (c.head_dim,)),
+                _one(a + "k_norm.weight", (c.head_dim,)),
+            ]
+        )
+        return layout
+    g = p + "linear_attn."
+    heads = c.linear_num_value_heads
+    layout[g + "in_proj.weight"] = _entry(
+        g + "in_proj.weight",
+        (g + "in_proj_qkv.weight", (c.conv_dim, hidden)),
+        (g + "in_proj_z.weight", (c.linear_value_dim, hidden)),
+        (g + "in_proj_b.weight", (heads, hidden)),
+        (g + "in_proj_a.weight", (heads, hidden)),
+    )
+    layout.update(
+        [
+            _one(g + "conv1d.weight", (c.conv_dim, 1, c.linear_conv_kernel_dim)),
+            _one(g + "A_log", (heads,), dtype=torch.float32),
+            _one(g + "dt_bias", (heads,), dtype=torch.float32),
+            _one(g + "norm.weight", (c.linear_value_head_dim,)),
+            _one(g + "out_proj.weight", (hidden, c.linear_value_dim)),
+        ]
+    )
+    return layout
+
+
+def norm_layout(*names: str, config: Qwen35Config) -> dict[str, WeightLayout]:
+    """Norm weights of the hidden size, by name."""
+    return dict(_one(name, (config.hidden_size,)) for name in names)
+
+
 def weight_layout(config: Qwen35Config) -> dict[str, WeightLayout]:
     """The model's tensors by name, each built from its checkpoint tensors (text-layout names sans `model.`).
 
     Projections that read the same input are stacked into one matrix so each needs a single matmul.
     """
     c = config
-    hidden = c.hidden_size
-    layout: dict[str, WeightLayout] = {}
-
-    def add(name: str, *sources: tuple[str, tuple[int, ...]], dtype: torch.dtype | None = None) -> None:
-        rows = sum(shape[0] for _, shape in sources)
-        # Depthwise conv weights are stored [C, 1, K]; the conv kernel takes them as [C, K].
-        trailing = sources[0][1][2:] if name.endswith("conv1d.weight") else sources[0][1][1:]
-        layout[name] = WeightLayout((rows, *trailing), tuple(sources), dtype)
-
-    add("embed_tokens.weight", ("embed_tokens.weight", (c.vocab_size, hidden)))
-    add("norm.weight", ("norm.weight", (hidden,)))
+    layout = dict([_one("embed_tokens.weight", (c.vocab_size, c.hidden_size))])
+    layout.update(norm_layout("norm.weight", config=c))
     if not c.tie_word_embeddings:
-        add("lm_head.weight", ("lm_head.weight", (c.vocab_size, hidden)))
+        layout.update([_one("lm_head.weight", (c.vocab_size, c.hidden_size))])
     for i, layer_type in enumerate(c.layer_types):
-        p = f"layers.{i}."
-        add(p + "input_layernorm.weight", (p + "input_layernorm.weight", (hidden,)))
-        add(p + "post_attention_layernorm.weight", (p + "post_attention_layernorm.weight", (hidden,)))
-        add(
-            p + "mlp.gate_up_proj.weight",
-            (p + "mlp.gate_proj.weight", (c.intermediate_size, hidden)),
-            (p + "mlp.up_proj.weight", (c.intermediate_size, hidden)),
-        )
-        add(p + "mlp.down_proj.weight", (p + "mlp.down_proj.weight", (hidden, c.intermediate_size)))
-        if layer_type == "full_attention":
-            a = p + "self_attn."
-            q_rows = c.num_attention_heads * c.head_dim
-            kv_rows = c.num_key_value_heads * c.head_dim
-            add(
-                a + "qkv_proj.weight",
-                (a + "q_proj.weight", (2 * q_rows, hidden)),
-                (a + "k_proj.weight", (kv_rows, hidden)),
-                (a + "v_proj.weight", (kv_rows, hidden)),
-            )
-            add(a + "o_proj.weight", (a + "o_proj.weight", (hidden, q_rows)))
-            add(a + "q_norm.weight", (a + "q_norm.weight", (c.head_dim,)))
-            add(a + "k_norm.weight", (a + "k_norm.weight", (c.head_dim,)))
-        else:
-            g = p + "linear_attn."
-            heads = c.linear_num_value_heads
-            add(
-                g + "in_proj.weight",
-                (g + "in_proj_qkv.weight", (c.conv_dim, hidden)),
-                (g + "in_proj_z.weight", (c.linear_value_dim, hidden)),
-                (g + "in_proj_b.weight", (heads, hidden)),
-                (g + "in_proj_a.weight", (heads, hidden)),
-            )
-            add(g + "conv1d.weight", (g + "conv1d.weight", (c.conv_dim, 1, c.linear_conv_kernel_dim)))
-            add(g + "A_log", (g + "A_log", (heads,)), dtype=torch.float32)
-            add(g + "dt_bias", (g + "dt_bias", (heads,)), dtype=torch.float32)
-            add(g + "norm.weight", (g + "norm.weight", (c.linear_value_head_dim,)))
-            add(g + "out_proj.weight", (g + "out_proj.weight", (hidden, c.linear_value_dim)))
+        layout.update(decoder_layer_layout(c, f"layers.{i}.", layer_type))
     return layout
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from model.sampling import filtered_probabilities
+from model.sampling import sample
 from model.sampling_params import SamplingParams
 
 
@@ -85,16 +85,14 @@ def targets(
 ) -> list[list[int]]:
     """The token plain decoding would emit after each position of logits [R, T, V]: row i is session row rows[i],
     whose position t predicts its generated[i] + t-th token of the call (noise None when greedy)."""
-    if sampling.greedy:
-        return logits.argmax(-1).tolist()
     count, width, vocab = logits.shape
-    probs, ids = filtered_probabilities(
-        logits.reshape(count * width, vocab), sampling, temperature=temperature, top_p=top_p
-    )
-    race = torch.stack(
-        [noise.block(generated[i] + t)[row] for i, row in enumerate(rows) for t in range(width)]
-    )
-    return ids.gather(-1, (probs / race).argmax(-1, keepdim=True)).view(count, width).tolist()
+    race = None
+    if not sampling.greedy:
+        race = torch.stack(
+            [noise.block(generated[i] + t)[row] for i, row in enumerate(rows) for t in range(width)]
+        )
+    flat = sample(logits.reshape(count * width, vocab), sampling, race, temperature=temperature, top_p=top_p)
+    return flat.view(count, width).tolist()
 
 
 def agreed(draft: list[int], targets: list[int]) -> list[int]:
