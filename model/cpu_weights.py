@@ -1,9 +1,10 @@
-"""Weight matrices on the CPU: kept in the checkpoint's own dtype (bf16), as int8 or as int4, in the tiled layout
-of the C++ products (kernels/cpu), with sums in fp32.
+"""Weight matrices on the CPU: kept in the checkpoint's own dtype (bf16), as int8 or as int4, in the layouts of
+the C++ products (kernels/cpu), with sums in fp32.
 
 A decode step multiplies a few rows of activations by every weight: the products widen each weight to fp32 in
 registers (or, for bf16 activations, multiply bf16 pairs exactly in hardware), so the weights cost their stored
-bytes (bf16 half of fp32's) and the sums are those of fp32. A product of
+bytes (bf16 half of fp32's) and the sums are those of fp32; int8 weights meet activations quantized to int8 per
+block of 32 (as llama.cpp's Q8_0 does), in integer dot products. A product of
 many rows (a prefill) is compute-bound instead: the weights are widened a block of rows at a time and multiplied
 densely, in bf16 for bf16 activations on a CPU that multiplies bf16 natively (oneDNN's kernels), else in fp32.
 """
@@ -30,12 +31,13 @@ DENSE_BLOCK_ROWS = 1024
 
 @dataclass(frozen=True)
 class CpuWeight:
-    """A [N, K] matrix stored tiled (see kernels/reference/weight_products.py) as `kind`."""
+    """A [N, K] matrix stored as `kind` in the layout of its product (see kernels/reference/weight_products.py):
+    tiled, or for int8 row-major in dot-product blocks."""
 
     kind: str
     tiles: torch.Tensor
     shape: torch.Size
-    scales: torch.Tensor | None = None  # int8: bf16 per row; int4: fp16 per row and group, tiled
+    scales: torch.Tensor | None = None  # int8: fp16 per block of 32 of a row; int4: fp16 per row and group, tiled
     minimums: torch.Tensor | None = None  # int4: fp16 per row and group, tiled
     group: int = 0  # int4 values sharing a scale and minimum
 
@@ -74,11 +76,10 @@ def to_cpu_weight(weight: torch.Tensor, kind: str, group: int = INT4_GROUP) -> C
     """weight [N, K] stored as kind; int4 needs K a multiple of group (see int4_applies)."""
     if kind == "int8":
         values, scales = quantize_int8(weight)
-        tiled_scales = weight.new_zeros(
-            layout.padded(weight.shape[0], layout.TILE_ROWS), dtype=torch.bfloat16
-        )
-        tiled_scales[: weight.shape[0]] = scales
-        return CpuWeight(kind, layout.tile_rows(values), weight.shape, tiled_scales)
+        blocked = layout.block_int8(values)
+        padded_scales = scales.new_zeros(scales.shape[0], blocked.shape[1] // layout.INT8_BLOCK)
+        padded_scales[:, : scales.shape[1]] = scales
+        return CpuWeight(kind, blocked, weight.shape, padded_scales)
     if kind == "int4":
         values, scales, minimums = quantize_int4(weight, group)
         tiles = layout.tile_rows(layout.pack_int4(values))

@@ -1,11 +1,12 @@
-"""Weight-only quantization of a [N, K] matrix, once at load: int8 with one scale per row, int4 with a scale and a
-minimum per group of K fitted by least squares."""
+"""Weight quantization of a [N, K] matrix, once at load: int8 with one scale per block of 32 values of a row (the
+format of llama.cpp's Q8_0), int4 with a scale and a minimum per group of K fitted by least squares."""
 
 from __future__ import annotations
 
 import torch
 
 INT8_MAX = 127
+INT8_BLOCK = 32  # values of a row sharing one int8 scale
 INT4_LEVELS = 15
 # Group of K sharing one int4 scale and minimum: fp16 scale + minimum cost 0.5 bit a value at 64, and benchmarks.
 # cpu_fidelity measured 64 against 32 and 128 (see benchmarks/RESULTS.md, int4 weights: fidelity).
@@ -17,19 +18,23 @@ INT4_REFITS = 4
 
 
 def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(values int8 [N, K], scales bf16 [N]): symmetric per row, its largest magnitude mapped to 127.
+    """(values int8 [N, K'], scales fp16 [N, K' / INT8_BLOCK]) with K' = K rounded up to INT8_BLOCK (zeros):
+    symmetric per block of a row, its largest magnitude mapped to 127.
 
-    Scales are rounded to bf16 before the values are computed, so the values fit the scale the products use.
+    Scales are rounded to fp16 before the values are computed, so the values fit the scale the products use.
     """
-    rows = weight.shape[0]
-    values = torch.empty(weight.shape, dtype=torch.int8, device=weight.device)
-    scales = torch.empty(rows, dtype=torch.bfloat16, device=weight.device)
+    rows, columns = weight.shape
+    width = -(-columns // INT8_BLOCK) * INT8_BLOCK
+    values = torch.empty(rows, width, dtype=torch.int8, device=weight.device)
+    scales = torch.empty(rows, width // INT8_BLOCK, dtype=torch.float16, device=weight.device)
     for begin in range(0, rows, BLOCK_ROWS):
-        block = weight[begin : begin + BLOCK_ROWS].to(torch.float32, copy=True)
-        scale = (block.abs().amax(dim=1) / INT8_MAX).clamp_min(torch.finfo(torch.bfloat16).tiny)
+        block = torch.nn.functional.pad(weight[begin : begin + BLOCK_ROWS].float(), (0, width - columns))
+        block = block.view(block.shape[0], -1, INT8_BLOCK)
+        scale = (block.abs().amax(dim=-1) / INT8_MAX).clamp_min(torch.finfo(torch.float16).tiny)
         scales[begin : begin + BLOCK_ROWS] = scale
         scale = scales[begin : begin + BLOCK_ROWS].float()
-        values[begin : begin + BLOCK_ROWS] = block.div_(scale[:, None]).round_().clamp_(-INT8_MAX, INT8_MAX)
+        quantized = block.div_(scale[..., None]).round_().clamp_(-INT8_MAX, INT8_MAX)
+        values[begin : begin + BLOCK_ROWS] = quantized.view(block.shape[0], width)
     return values, scales
 
 

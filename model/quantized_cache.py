@@ -22,7 +22,7 @@ from model.cpu_weights import CpuWeight
 log = logging.getLogger(__name__)
 
 # Bump when a quantization's numbers or layout change, so older cache files are not read.
-SCHEMES = {"int8": "int8-per-row-bf16-scale-tiled-v2", "int4": "int4-asymmetric-fp16-groups-tiled-v1"}
+SCHEMES = {"int8": "int8-fp16-scale-per-32-dot-blocks-v3", "int4": "int4-asymmetric-fp16-groups-tiled-v1"}
 PARTS = ("tiles", "scales", "minimums")
 
 

@@ -1,6 +1,7 @@
-// Weight-only products for the CPU: y[M, N] = x[M, K] (fp32) @ W[N, K]^T with W stored as fp32, bf16, int8 (one
-// scale per row) or int4 (asymmetric: a scale and a minimum per group of K), widened to fp32 a vector at a time in
-// registers and accumulated in fp32. A decode step reads every weight once per token, so these products are
+// Weight products for the CPU: y[M, N] = x[M, K] (fp32) @ W[N, K]^T with W stored as fp32, bf16 or int4
+// (asymmetric: a scale and a minimum per group of K), widened to fp32 a vector at a time in registers and
+// accumulated in fp32, or as int8 (a scale per block of 32 values of a row), multiplied in integers against x
+// quantized the same way (see int8_linear). A decode step reads every weight once per token, so these products are
 // written to stream W at the memory's speed:
 // - W is stored in tiles of TILE_ROWS rows, each tile's rows interleaved LANES values at a time (int4: 32 values
 //   in 16 bytes), so that a tile is read as one sequential stream (rows read side by side from a plain row-major
@@ -16,8 +17,11 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -46,19 +50,17 @@ inline T load(const void* p) {
   return v;
 }
 
+// The lanes summed by halves (lane i plus lane i + 8, then + 4, + 2, + 1), in shuffles where AVX-512 has them.
 inline float sum(f32v v) {
+#if defined(__AVX512F__)
+  return _mm512_reduce_add_ps(load<__m512>(&v));
+#else
   float lanes[LANES];
   std::memcpy(lanes, &v, sizeof lanes);
   for (int width = LANES / 2; width > 0; width /= 2)
     for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
   return lanes[0];
-}
-
-inline float bf16_to_float(uint16_t bits) {
-  uint32_t wide = uint32_t(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof value);
-  return value;
+#endif
 }
 
 inline float half_to_float(uint16_t bits) {
@@ -67,43 +69,28 @@ inline float half_to_float(uint16_t bits) {
   return float(value);
 }
 
-// 16 bytes widened to 16 int32 lanes, written per instruction set: compilers widen the byte lanes of a generic
-// vector one lane at a time.
-template <bool is_signed>
+// 16 unsigned bytes widened to 16 int32 lanes, written per instruction set: compilers widen the byte lanes of a
+// generic vector one lane at a time.
 inline i32v bytes_to_ints(u8v bytes) {
 #if defined(__AVX512F__)
   __m128i packed;
   std::memcpy(&packed, &bytes, sizeof packed);
-  __m512i wide = is_signed ? _mm512_cvtepi8_epi32(packed) : _mm512_cvtepu8_epi32(packed);
+  __m512i wide = _mm512_cvtepu8_epi32(packed);
   return load<i32v>(&wide);
 #elif defined(__AVX2__)
   __m128i packed;
   std::memcpy(&packed, &bytes, sizeof packed);
-  __m128i upper = _mm_unpackhi_epi64(packed, packed);
-  __m256i halves[2] = {is_signed ? _mm256_cvtepi8_epi32(packed) : _mm256_cvtepu8_epi32(packed),
-                       is_signed ? _mm256_cvtepi8_epi32(upper) : _mm256_cvtepu8_epi32(upper)};
+  __m256i halves[2] = {_mm256_cvtepu8_epi32(packed), _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(packed, packed))};
   return load<i32v>(halves);
 #elif defined(__ARM_NEON)
   uint8x16_t raw = vld1q_u8(reinterpret_cast<const uint8_t*>(&bytes));
-  int32x4_t quarters[4];
-  if (is_signed) {
-    int8x16_t values = vreinterpretq_s8_u8(raw);
-    int16x8_t low = vmovl_s8(vget_low_s8(values)), high = vmovl_s8(vget_high_s8(values));
-    quarters[0] = vmovl_s16(vget_low_s16(low));
-    quarters[1] = vmovl_s16(vget_high_s16(low));
-    quarters[2] = vmovl_s16(vget_low_s16(high));
-    quarters[3] = vmovl_s16(vget_high_s16(high));
-  } else {
-    uint16x8_t low = vmovl_u8(vget_low_u8(raw)), high = vmovl_u8(vget_high_u8(raw));
-    quarters[0] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(low)));
-    quarters[1] = vreinterpretq_s32_u32(vmovl_u16(vget_high_u16(low)));
-    quarters[2] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(high)));
-    quarters[3] = vreinterpretq_s32_u32(vmovl_u16(vget_high_u16(high)));
-  }
+  uint16x8_t low = vmovl_u8(vget_low_u8(raw)), high = vmovl_u8(vget_high_u8(raw));
+  uint32x4_t quarters[4] = {vmovl_u16(vget_low_u16(low)), vmovl_u16(vget_high_u16(low)),
+                            vmovl_u16(vget_low_u16(high)), vmovl_u16(vget_high_u16(high))};
   return load<i32v>(quarters);
 #else
   int32_t lanes[LANES];
-  for (int i = 0; i < LANES; ++i) lanes[i] = is_signed ? int32_t(int8_t(bytes[i])) : int32_t(bytes[i]);
+  for (int i = 0; i < LANES; ++i) lanes[i] = int32_t(bytes[i]);
   return load<i32v>(lanes);
 #endif
 }
@@ -131,16 +118,6 @@ struct Bf16Tiles {
     return load<f32v>(&wide);
   }
   float scale(int64_t) const { return 1.0f; }
-};
-
-struct Int8Tiles {
-  const int8_t* data;
-  int64_t K;
-  const uint16_t* scales;  // bf16, one per row
-  f32v vector(int64_t tile, int64_t chunk, int64_t r) const {
-    return to_floats(bytes_to_ints<true>(load<u8v>(data + (tile * K + chunk * LANES) * TILE_ROWS + r * LANES)));
-  }
-  float scale(int64_t n) const { return bf16_to_float(scales[n]); }
 };
 
 // Rows of x per pass over a tile: TILE_ROWS * rm vector accumulators must fit the registers beside the
@@ -196,7 +173,7 @@ inline void int4_tile(const Int4Tiles& w, int64_t tile, const float* x, const fl
       for (int r = 0; r < TILE_ROWS; ++r) {
         // Nibbles split after widening to int32 lanes: a shift needs no mask there, and the widening is one
         // instruction for both halves.
-        i32v wide = bytes_to_ints<false>(load<u8v>(bytes + (block / INT4_BLOCK * TILE_ROWS + r) * LANES));
+        i32v wide = bytes_to_ints(load<u8v>(bytes + (block / INT4_BLOCK * TILE_ROWS + r) * LANES));
         f32v low = to_floats(wide & 0xF), high = to_floats(wide >> 4);
         for (int m = 0; m < rm; ++m) {
           // Two statements, so each contracts to a fused multiply-add.
@@ -284,6 +261,186 @@ void float_product(const Tiles& w, const float* x, int64_t M, int64_t N, int64_t
   });
 }
 
+// int8 weights against int8 activations, both with a scale per block of INT8_BLOCK values (llama.cpp's Q8_0: x's
+// scale is the block's largest magnitude over 127, its values rounded half to even), so a block's dot product
+// is exact in int32 and costs its two scales. Rows are row-major with K permuted within each INT8_CHUNK
+// (kernels/reference/weight_products.py): 32-bit lane i of the chunk's 64-byte vector j holds values
+// 32i + 4j .. 32i + 4j + 3, so eight 4-byte dot products per lane (one instruction per 64 bytes where the CPU has
+// them) sum one block, and a chunk's 16 block sums take one convert, one multiply and one multiply-add.
+constexpr int64_t INT8_BLOCK = 32;
+constexpr int64_t INT8_CHUNK = 512;
+constexpr int64_t INT8_VECTOR = 64;  // bytes per dot-product vector
+constexpr int INT8_ROWS_OF_X = 8;
+constexpr int64_t INT8_GRAIN_ROWS = 64;
+using i8v = int8_t __attribute__((vector_size(INT8_VECTOR)));
+
+// dot4(acc, prepare(w), x): lane i of acc plus the dot product of w's and x's bytes 4i .. 4i + 3. Where the
+// instruction multiplies unsigned by signed bytes (x86's VNNI), prepare flips w's sign bit (w + 128) and the
+// product's input starts each block's sum at -128 times the block's sum of x (DOT_IS_BIASED) to take it out.
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+constexpr bool DOT_IS_BIASED = true;
+using PreparedWeights = __m512i;
+inline PreparedWeights prepare(const int8_t* w) {
+  return _mm512_xor_si512(load<__m512i>(w), _mm512_set1_epi8(char(0x80)));
+}
+inline i32v dot4(i32v acc, PreparedWeights w, const int8_t* x) {
+  __m512i sums = _mm512_dpbusd_epi32(load<__m512i>(&acc), w, load<__m512i>(x));
+  return load<i32v>(&sums);
+}
+#elif defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+constexpr bool DOT_IS_BIASED = true;
+struct PreparedWeights {
+  __m256i halves[2];
+};
+inline PreparedWeights prepare(const int8_t* w) {
+  const __m256i flip = _mm256_set1_epi8(char(0x80));
+  return {{_mm256_xor_si256(load<__m256i>(w), flip), _mm256_xor_si256(load<__m256i>(w + 32), flip)}};
+}
+inline i32v dot4(i32v acc, const PreparedWeights& w, const int8_t* x) {
+  __m256i sums[2];
+  std::memcpy(sums, &acc, sizeof sums);
+  for (int h = 0; h < 2; ++h) {
+#if defined(__AVXVNNI__)
+    sums[h] = _mm256_dpbusd_avx_epi32(sums[h], w.halves[h], load<__m256i>(x + 32 * h));
+#else
+    sums[h] = _mm256_dpbusd_epi32(sums[h], w.halves[h], load<__m256i>(x + 32 * h));
+#endif
+  }
+  return load<i32v>(sums);
+}
+#elif defined(__AVX2__)
+// Without VNNI: |w| times x with w's sign, in 16-bit pairs (|w|, |x| <= 127, so a pair never saturates), then
+// pairs summed into 32-bit lanes, as llama.cpp does on AVX2.
+constexpr bool DOT_IS_BIASED = false;
+struct PreparedWeights {
+  __m256i signs[2], magnitudes[2];
+};
+inline PreparedWeights prepare(const int8_t* w) {
+  PreparedWeights prepared;
+  for (int h = 0; h < 2; ++h) {
+    prepared.signs[h] = load<__m256i>(w + 32 * h);
+    prepared.magnitudes[h] = _mm256_abs_epi8(prepared.signs[h]);
+  }
+  return prepared;
+}
+inline i32v dot4(i32v acc, const PreparedWeights& w, const int8_t* x) {
+  __m256i sums[2];
+  std::memcpy(sums, &acc, sizeof sums);
+  for (int h = 0; h < 2; ++h) {
+    __m256i pairs = _mm256_maddubs_epi16(w.magnitudes[h], _mm256_sign_epi8(load<__m256i>(x + 32 * h), w.signs[h]));
+    sums[h] = _mm256_add_epi32(sums[h], _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
+  return load<i32v>(sums);
+}
+#elif defined(__ARM_FEATURE_DOTPROD)
+constexpr bool DOT_IS_BIASED = false;
+using PreparedWeights = const int8_t*;
+inline PreparedWeights prepare(const int8_t* w) { return w; }
+inline i32v dot4(i32v acc, PreparedWeights w, const int8_t* x) {
+  int32x4_t sums[4];
+  std::memcpy(sums, &acc, sizeof sums);
+  for (int q = 0; q < 4; ++q) sums[q] = vdotq_s32(sums[q], vld1q_s8(w + 16 * q), vld1q_s8(x + 16 * q));
+  return load<i32v>(sums);
+}
+#else
+constexpr bool DOT_IS_BIASED = false;
+using PreparedWeights = const int8_t*;
+inline PreparedWeights prepare(const int8_t* w) { return w; }
+inline i32v dot4(i32v acc, PreparedWeights w, const int8_t* x) {
+  int32_t lanes[LANES];
+  std::memcpy(lanes, &acc, sizeof lanes);
+  for (int i = 0; i < LANES; ++i)
+    for (int t = 0; t < 4; ++t) lanes[i] += int32_t(w[4 * i + t]) * int32_t(x[4 * i + t]);
+  return load<i32v>(lanes);
+}
+#endif
+
+// x quantized for int8_rows: values [M, K] int8 in the weights' permuted order, and per block its scale and the
+// start of its integer sum (-128 times the block's sum of values where DOT_IS_BIASED, else 0).
+struct QuantizedX {
+  std::vector<int8_t> values;
+  std::vector<float> scales;
+  std::vector<int32_t> starts;
+};
+
+QuantizedX quantize_x(const float* x, int64_t M, int64_t K) {
+  const int64_t blocks = K / INT8_BLOCK, lanes = INT8_CHUNK / INT8_BLOCK;
+  QuantizedX q{std::vector<int8_t>(M * K), std::vector<float>(M * blocks), std::vector<int32_t>(M * blocks)};
+  int8_t* values = q.values.data();
+  float* scales = q.scales.data();
+  int32_t* starts = q.starts.data();
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* block = x + m * K + b * INT8_BLOCK;
+      float largest = 0.0f;
+      for (int64_t e = 0; e < INT8_BLOCK; ++e) largest = std::max(largest, std::fabs(block[e]));
+      const float scale = largest / 127.0f;
+      // Block b is lane b % 16 of chunk b / 16: its value e lies in vector e / 4, byte e % 4 of that lane.
+      int8_t* lane = values + m * K + b / lanes * INT8_CHUNK + b % lanes * 4;
+      int32_t total = 0;
+      for (int64_t e = 0; e < INT8_BLOCK; ++e) {
+        float value = scale > 0.0f ? std::nearbyint(block[e] / scale) : 0.0f;
+        int8_t v = int8_t(std::min(127.0f, std::max(-127.0f, value)));
+        lane[e / 4 * INT8_VECTOR + e % 4] = v;
+        total += v;
+      }
+      scales[m * blocks + b] = scale;
+      starts[m * blocks + b] = DOT_IS_BIASED ? -128 * total : 0;
+    }
+  }
+  return q;
+}
+
+// 16 fp16 values widened to fp32.
+inline f32v halves_to_floats(const uint16_t* p) {
+#if defined(__AVX512F__)
+  __m512 wide = _mm512_cvtph_ps(load<__m256i>(p));
+  return load<f32v>(&wide);
+#elif defined(__F16C__)
+  __m256 wide[2] = {_mm256_cvtph_ps(load<__m128i>(p)), _mm256_cvtph_ps(load<__m128i>(p + 8))};
+  return load<f32v>(wide);
+#else
+  float lanes[LANES];
+  for (int i = 0; i < LANES; ++i) lanes[i] = half_to_float(p[i]);
+  return load<f32v>(lanes);
+#endif
+}
+
+template <int rm>
+inline void int8_rows(const int8_t* w, const uint16_t* w_scales, const QuantizedX& q, int64_t m0, int64_t n,
+                      int64_t K, int64_t N, float* y) {
+  const int64_t blocks = K / INT8_BLOCK;
+  const int8_t* row = w + n * K;
+  const uint16_t* row_scales = w_scales + n * blocks;
+  const int8_t* xs = q.values.data();
+  const float* scales = q.scales.data();
+  const int32_t* starts = q.starts.data();
+  f32v acc[rm] = {};
+  for (int64_t chunk = 0; chunk < K / INT8_CHUNK; ++chunk) {
+    const int64_t block0 = chunk * (INT8_CHUNK / INT8_BLOCK);
+    i32v sums[rm];
+    for (int m = 0; m < rm; ++m) sums[m] = load<i32v>(starts + (m0 + m) * blocks + block0);
+    for (int64_t v = 0; v < INT8_CHUNK / INT8_VECTOR; ++v) {
+      const int64_t at = chunk * INT8_CHUNK + v * INT8_VECTOR;
+      PreparedWeights weights = prepare(row + at);
+      for (int m = 0; m < rm; ++m) sums[m] = dot4(sums[m], weights, xs + (m0 + m) * K + at);
+    }
+    const f32v weight_scales = halves_to_floats(row_scales + block0);
+    for (int m = 0; m < rm; ++m)
+      acc[m] += to_floats(sums[m]) * (load<f32v>(scales + (m0 + m) * blocks + block0) * weight_scales);
+  }
+  for (int m = 0; m < rm; ++m) y[(m0 + m) * N + n] = sum(acc[m]);
+}
+
+template <int rm>
+inline void int8_rest(const int8_t* w, const uint16_t* w_scales, const QuantizedX& q, int64_t m, int64_t n,
+                      int64_t K, int64_t N, float* y, int64_t left) {
+  if constexpr (rm > 0) {
+    if (left == rm) return int8_rows<rm>(w, w_scales, q, m, n, K, N, y);
+    int8_rest<rm - 1>(w, w_scales, q, m, n, K, N, y, left);
+  }
+}
+
 void check_tiles(const at::Tensor& data, at::ScalarType type, int64_t N, int64_t K, int64_t bytes_per_row) {
   TORCH_CHECK(data.scalar_type() == type, "tiled weights must be ", type, ", got ", data.scalar_type());
   TORCH_CHECK(data.is_contiguous() && data.device().is_cpu(), "tiled weights must be contiguous on the CPU");
@@ -340,15 +497,28 @@ void bf16_dot_linear(const at::Tensor& x, const at::Tensor& tiles, at::Tensor& y
 #endif
 }
 
-void int8_linear(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales, at::Tensor& y) {
+void int8_linear(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales, at::Tensor& y) {
   const int64_t K = x.size(1), M = x.size(0), N = y.size(1);
   check_input(x, K);
   check_output(y, M);
-  check_tiles(tiles, at::kChar, N, K, K);
-  TORCH_CHECK(scales.scalar_type() == at::kBFloat16 && scales.numel() >= N && scales.is_contiguous(),
-              "int8 scales must be at least N contiguous bfloat16 values");
-  Int8Tiles w{tiles.data_ptr<int8_t>(), K, reinterpret_cast<const uint16_t*>(scales.data_ptr())};
-  float_product(w, x.data_ptr<float>(), M, N, K, y.data_ptr<float>());
+  TORCH_CHECK(K % INT8_CHUNK == 0, "int8 products take K in multiples of ", INT8_CHUNK, ", got ", K);
+  TORCH_CHECK(rows.scalar_type() == at::kChar && rows.is_contiguous() && rows.device().is_cpu() &&
+                  rows.dim() == 2 && rows.size(0) == N && rows.size(1) == K,
+              "int8 rows must be a contiguous [", N, ", ", K, "] int8 CPU tensor, got ", rows.sizes());
+  TORCH_CHECK(scales.scalar_type() == at::kHalf && scales.is_contiguous() &&
+                  scales.numel() == N * (K / INT8_BLOCK),
+              "int8 scales must be contiguous float16, one per block of ", INT8_BLOCK, " values of a row");
+  const QuantizedX q = quantize_x(x.data_ptr<float>(), M, K);
+  const int8_t* w = rows.data_ptr<int8_t>();
+  const uint16_t* w_scales = reinterpret_cast<const uint16_t*>(scales.data_ptr());
+  float* out = y.data_ptr<float>();
+  at::parallel_for(0, N, INT8_GRAIN_ROWS, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      int64_t m = 0;
+      for (; m + INT8_ROWS_OF_X <= M; m += INT8_ROWS_OF_X) int8_rows<INT8_ROWS_OF_X>(w, w_scales, q, m, n, K, N, out);
+      int8_rest<INT8_ROWS_OF_X - 1>(w, w_scales, q, m, n, K, N, out, M - m);
+    }
+  });
 }
 
 void int4_linear(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales,

@@ -6,6 +6,12 @@ interleaved LANES values at a time, with K padded with zeros to a multiple of LA
 tile is one sequential stream of memory. int4 values pack 32 to 16 bytes per row: value j of a 32-value block in
 the low nibble of byte j, value j + 16 in its high nibble. Per-group int4 scales and minimums are tiled as
 [tiles, groups, TILE_ROWS].
+
+int8 matrices take integer dot products instead: int8 weights with an fp16 scale per block of INT8_BLOCK values
+of a row (llama.cpp's Q8_0) against activations quantized the same way. Rows stay row-major, K padded to a
+multiple of INT8_CHUNK and permuted within each chunk so that 32-bit lane i of the chunk's 64-byte vector j holds
+values 32i + 4j to 32i + 4j + 3: eight 4-byte dot products per lane sum one whole block, whose two scales are
+applied once. The scales stay [N, padded K / INT8_BLOCK] in block order.
 """
 
 from __future__ import annotations
@@ -15,6 +21,9 @@ import torch
 TILE_ROWS = 4
 LANES = 16
 INT4_BLOCK = 32
+INT8_BLOCK = 32  # activation values sharing one int8 scale
+INT8_CHUNK = 512  # values of K in one pass of 16 blocks: 8 vectors of 64 bytes
+INT8_MAX = 127
 
 
 def padded(size: int, multiple: int) -> int:
@@ -75,14 +84,50 @@ def untile_groups(tiled: torch.Tensor, groups: int) -> torch.Tensor:
     return tiled.view(-1, groups, TILE_ROWS).transpose(1, 2).reshape(-1, groups)
 
 
+def block_int8(values: torch.Tensor) -> torch.Tensor:
+    """Row-major int8 values [N, K] as [N, K rounded up to INT8_CHUNK], K permuted within each chunk."""
+    rows, columns = values.shape
+    full = values.new_zeros(rows, padded(columns, INT8_CHUNK))
+    full[:, :columns] = values
+    lanes, vectors = INT8_CHUNK // INT8_BLOCK, INT8_BLOCK // 4
+    return full.view(rows, -1, lanes, vectors, 4).transpose(2, 3).reshape(rows, -1)
+
+
+def unblock_int8(blocked: torch.Tensor, rows: slice | None = None) -> torch.Tensor:
+    """The padded row-major values of block_int8's output (rows: a slice of them)."""
+    picked = blocked if rows is None else blocked[rows]
+    lanes, vectors = INT8_CHUNK // INT8_BLOCK, INT8_BLOCK // 4
+    return picked.view(picked.shape[0], -1, vectors, lanes, 4).transpose(2, 3).reshape(picked.shape[0], -1)
+
+
+def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values [M, K] in [-127, 127] as fp32, scales [M, K / INT8_BLOCK] fp32): each block of x divided by its
+    largest magnitude over 127 and rounded half to even, as the int8 product quantizes its input."""
+    blocks = x.float().view(x.shape[0], -1, INT8_BLOCK)
+    scales = blocks.abs().amax(-1) / INT8_MAX
+    safe = torch.where(scales > 0, scales, torch.ones_like(scales))
+    values = (blocks / safe[..., None]).round().clamp(-INT8_MAX, INT8_MAX)
+    return values.view(x.shape), scales
+
+
+def int8_product(x: torch.Tensor, blocked: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """What int8_linear computes, in float64: x [M, K] (zero-padded to the rows' width) quantized per block
+    against the int8 rows."""
+    x = torch.nn.functional.pad(x.float(), (0, blocked.shape[1] - x.shape[1]))
+    values, x_scales = quantize_activations(x)
+    dequantized = values.double().view(x.shape[0], -1, INT8_BLOCK) * x_scales.double()[..., None]
+    return dequantized.view(x.shape) @ dequantize_int8(blocked, scales).double().T
+
+
 def dequantize_float(tiles: torch.Tensor, rows: slice | None = None) -> torch.Tensor:
     return untile_rows(tiles, rows).float()
 
 
-def dequantize_int8(tiles: torch.Tensor, scales: torch.Tensor, rows: slice | None = None) -> torch.Tensor:
-    values = untile_rows(tiles, rows).float()
-    picked = scales if rows is None else scales[rows.start // TILE_ROWS * TILE_ROWS :][: values.shape[0]]
-    return values.mul_(picked.float()[:, None])
+def dequantize_int8(blocked: torch.Tensor, scales: torch.Tensor, rows: slice | None = None) -> torch.Tensor:
+    values = unblock_int8(blocked, rows).float()
+    picked = scales if rows is None else scales[rows]
+    blocks = values.view(values.shape[0], -1, INT8_BLOCK).mul_(picked.float()[..., None])
+    return blocks.view(values.shape)
 
 
 def dequantize_int4(

@@ -30,12 +30,13 @@ def check(ops) -> float:
                 out = torch.full((rows, n), float("nan"))
                 if kind == "int8":
                     values = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=generator)
-                    scales = torch.zeros(layout.padded(n, layout.TILE_ROWS), dtype=torch.bfloat16)
-                    scales[:n] = torch.rand(n, generator=generator) * 0.01
-                    tiles = layout.tile_rows(values)
-                    ops.int8_linear(x, tiles, scales, out)
-                    dense = layout.dequantize_int8(tiles, scales)
-                elif kind == "int4":
+                    blocked = layout.block_int8(values)
+                    scales = (torch.rand(n, blocked.shape[1] // 32, generator=generator) * 0.01).half()
+                    ops.int8_linear(torch.nn.functional.pad(x, (0, blocked.shape[1] - k)), blocked, scales, out)
+                    want = layout.int8_product(x, blocked, scales)
+                    worst = max(worst, _error(out, want, f"int8 {n}x{k}, {rows} rows"))
+                    continue
+                if kind == "int4":
                     values = torch.randint(0, 16, (n, k), dtype=torch.uint8, generator=generator)
                     scales = layout.tile_groups((torch.rand(n, k // 64, generator=generator) * 0.01).half())
                     minimums = layout.tile_groups(
@@ -52,12 +53,16 @@ def check(ops) -> float:
                         ops.bf16_dot_linear(x, tiles, out)
                     else:
                         ops.float_linear(x, tiles, out)
-                if out.isnan().any():
-                    raise AssertionError(f"{kind} {n}x{k}, {rows} rows: outputs left unwritten")
                 want = x.double() @ dense[:n, :k].double().T
-                worst = max(worst, ((out.double() - want).abs().max() / want.abs().max()).item())
+                worst = max(worst, _error(out, want, f"{kind} {n}x{k}, {rows} rows"))
                 x = x.float()
     return worst
+
+
+def _error(out: torch.Tensor, want: torch.Tensor, what: str) -> float:
+    if out.isnan().any():
+        raise AssertionError(f"{what}: outputs left unwritten")
+    return ((out.double() - want).abs().max() / want.abs().max()).item()
 
 
 if __name__ == "__main__":

@@ -45,14 +45,16 @@ def _tiles(kind: str, n: int, k: int, generator: torch.Generator):
         )
     if kind == "int8":
         values = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=generator)
-        scales = torch.zeros(layout.padded(n, layout.TILE_ROWS), dtype=torch.bfloat16)
-        scales[:n] = torch.rand(n, generator=generator) * 0.01
-        return layout.tile_rows(values), scales
+        blocked = layout.block_int8(values)
+        scales = (torch.rand(n, blocked.shape[1] // 32, generator=generator) * 0.01).half()
+        return blocked, scales
     return (layout.tile_rows(torch.randn(n, k, generator=generator).to(getattr(torch, kind))),)
 
 
 def _run(ops, kind: str, x: torch.Tensor, parts, n: int) -> torch.Tensor:
     out = torch.full((x.shape[0], n), float("nan"))
+    if kind != "int4":
+        x = torch.nn.functional.pad(x, (0, parts[0].shape[1] - x.shape[1]))
     if kind == "int4":
         ops.int4_linear(x, *parts, 64, out)
     elif kind == "int8":
@@ -87,7 +89,13 @@ def test_products_match_the_reference(ops, kind, n, k):
     for rows in ROWS_OF_X if n * k <= 2048 * 2048 else (1, 3, 8):
         x = torch.randn(rows, k, generator=generator)
         got = _run(ops, kind, x, parts, n)
-        want = (x.double() @ dense.double().T).float()
+        if kind == "int8":
+            # x quantized per block of 32, as the product quantizes it; the rest is exact but for fp32 sums.
+            want = layout.int8_product(x, *parts).float()
+            values, x_scales = layout.quantize_activations(torch.nn.functional.pad(x, (0, -k % 512)))
+            x = (values.view(rows, -1, 32) * x_scales[..., None]).view(rows, -1)[:, :k]
+        else:
+            want = (x.double() @ dense.double().T).float()
         assert not got.isnan().any(), f"{rows} rows: outputs left unwritten"
         # fp32 sums in another order: a few ulp of the sum of the products' magnitudes.
         bound = 1e-5 * (x.abs() @ dense.abs().T) + 1e-6
@@ -115,8 +123,12 @@ def test_bf16_dot_products_match_the_widened_product(ops, n, k):
         (lambda ops, w: ops.float_linear(torch.randn(1, 32).double(), w, torch.empty(1, 5)), "float32"),
         (lambda ops, w: ops.float_linear(torch.randn(1, 32), w, torch.empty(1, 9)), "tiles"),
         (
+            lambda ops, w: ops.int8_linear(torch.randn(1, 512), w, torch.empty(8), torch.empty(1, 5)),
+            "int8",
+        ),
+        (
             lambda ops, w: ops.int8_linear(torch.randn(1, 32), w, torch.empty(8), torch.empty(1, 5)),
-            "int8|Char",
+            "multiples of 512",
         ),
     ],
 )
@@ -143,6 +155,29 @@ def test_a_tile_is_one_stream_of_its_rows_interleaved():
     # Row 0's first 16 values, then row 1's, row 2's and row 3's, then row 0's next 16.
     assert torch.equal(tiles[:16], matrix[0, :16]) and torch.equal(tiles[16:32], matrix[1, :16])
     assert torch.equal(tiles[64:80], matrix[0, 16:])
+
+
+def test_int8_blocks_put_each_activation_block_in_one_lane_and_round_trip():
+    values = torch.randint(-127, 128, (3, 600), dtype=torch.int8)
+    blocked = layout.block_int8(values)
+    assert blocked.shape == (3, 1024)
+    back = layout.unblock_int8(blocked)
+    assert torch.equal(back[:, :600], values) and not back[:, 600:].any()
+    assert torch.equal(layout.unblock_int8(blocked, slice(1, 3)), back[1:3])
+    # Vector j (64 bytes) of a chunk holds values 4j .. 4j + 3 of each of the chunk's 16 blocks of 32, block i in
+    # its lane i: vector 1's lane 2 holds values 68 .. 71.
+    assert torch.equal(blocked[0, 64 + 8 : 64 + 12], values[0, 68:72])
+    assert torch.equal(blocked[0, 512 : 512 + 4], values[0, 512:516])
+
+
+def test_activations_are_quantized_per_block_to_their_largest_magnitude():
+    x = torch.zeros(2, 64)
+    x[0, :32] = torch.linspace(-2.0, 1.0, 32)
+    x[1, 32:] = 0.5
+    values, scales = layout.quantize_activations(x)
+    assert torch.allclose(scales, torch.tensor([[2 / 127, 0.0], [0.0, 0.5 / 127]]))
+    assert values[0, 0] == -127 and values[1, 40] == 127 and not values[0, 32:].any() and not values[1, :32].any()
+    assert (values[0, :32] * scales[0, 0] - x[0, :32]).abs().max() <= scales[0, 0] / 2 + 1e-7
 
 
 def test_int4_packs_two_values_a_byte_and_unpacks_them():
@@ -177,13 +212,22 @@ def test_without_a_compiler_the_products_fall_back_with_one_notice(monkeypatch, 
     assert len(notices) == 1 and "g++: command not found" in notices[0].getMessage()
 
 
-# Flags for another instruction set than this CPU's best: most laptops' AVX2 without AVX-512, and none (the
-# portable branch of every helper).
-OTHER_ISAS = {"avx2": "-mavx2 -mfma -mf16c", "no-vector-extension": "-O2"}
+# Flags for another instruction set than this CPU's best: most laptops' AVX2 without AVX-512 (with and without
+# the 256-bit integer dot products of recent laptops, AVX-VNNI), and none (the portable branch of every helper).
+OTHER_ISAS = {
+    "avx2": "-mavx2 -mfma -mf16c",
+    "avx-vnni": "-mavx2 -mfma -mf16c -mavxvnni",
+    "no-vector-extension": "-O2",
+}
 
 
-def _runs_avx2() -> bool:
-    return platform.machine() in ("x86_64", "AMD64") and _has_avx2()
+def _runs(isa: str) -> bool:
+    if isa == "no-vector-extension":
+        return True
+    if platform.machine() not in ("x86_64", "AMD64") or not _has_avx2():
+        return False
+    cpuinfo = Path("/proc/cpuinfo")
+    return isa == "avx2" or (cpuinfo.is_file() and " avx_vnni" in cpuinfo.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +236,7 @@ def other_isa_checks(tmp_path_factory) -> Iterator[dict[str, subprocess.Popen]]:
     is a compile of its own, which the other's need not wait for."""
     runs = {}
     for name, flags in OTHER_ISAS.items():
-        if name == "avx2" and not _runs_avx2():
+        if not _runs(name):
             continue
         command = [
             sys.executable,
@@ -213,8 +257,8 @@ def other_isa_checks(tmp_path_factory) -> Iterator[dict[str, subprocess.Popen]]:
 
 @pytest.mark.parametrize("isa", list(OTHER_ISAS))
 def test_products_built_for_other_instruction_sets_match_the_reference(isa, other_isa_checks):
-    if isa == "avx2" and not _runs_avx2():
-        pytest.skip("this CPU cannot run AVX2 code")
+    if not _runs(isa):
+        pytest.skip(f"this CPU cannot run {isa} code")
     run = other_isa_checks[isa]
     stdout, stderr = run.communicate()
     assert run.returncode == 0, stderr[-3000:]

@@ -10,6 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from kernels.reference import weight_products as layout
 from model import cpu_weights
 from model.cpu_weights import PRODUCT_MAX_ROWS, CpuWeight, cpu_linear, to_cpu_weight
 from model.engine import QUANTIZED_CACHE, Engine
@@ -28,13 +29,15 @@ def _weight(rows: int, columns: int, seed: int = 0) -> torch.Tensor:
     return weight
 
 
-def test_int8_maps_each_rows_largest_magnitude_to_127_and_rounds_to_the_nearest_step():
-    weight = _weight(37, 48)
+def test_int8_maps_each_blocks_largest_magnitude_to_127_and_rounds_to_the_nearest_step():
+    weight = _weight(37, 80)
     values, scales = quantize_int8(weight)
-    assert values.dtype == torch.int8 and scales.dtype == torch.bfloat16
-    assert (values.abs().amax(dim=1) >= 126).all()
-    step = scales.float()[:, None]
-    assert ((values.float() * step - weight).abs() <= step / 2 + 1e-7).all()
+    assert values.dtype == torch.int8 and scales.dtype == torch.float16
+    assert values.shape == (37, 96) and scales.shape == (37, 3) and not values[:, 80:].any()
+    blocks = values[:, :64].view(37, 2, 32)
+    assert (blocks.abs().amax(dim=-1) >= 126).all() and (values[:, 64:80].abs().amax(dim=-1) >= 126).all()
+    step = scales.float().repeat_interleave(32, dim=1)[:, :80]
+    assert ((values[:, :80].float() * step - weight).abs() <= step / 2 + 1e-7).all()
 
 
 def test_int4_fits_each_group_at_least_as_well_as_its_range():
@@ -81,7 +84,12 @@ def test_linear_matches_the_dequantized_weight(monkeypatch, kind, rows, columns,
     columns = columns if kind != "int4" or columns % INT4_GROUP == 0 else 128
     weight = to_cpu_weight(_weight(rows, columns), kind)
     x = torch.randn(*batch, columns, generator=torch.Generator().manual_seed(1))
-    expected = x.double() @ weight.dequantize()[:rows, :columns].double().T
+    if kind == "int8" and compiled and x[..., 0].numel() <= PRODUCT_MAX_ROWS:
+        # The C++ int8 product quantizes the activations per block of 32; a dense product keeps them in fp32.
+        flat = layout.int8_product(x.reshape(-1, columns), weight.tiles, weight.scales)
+        expected = flat[:, :rows].reshape(*batch, rows)
+    else:
+        expected = x.double() @ weight.dequantize()[:rows, :columns].double().T
     out = linear(x, weight)
     assert out.dtype == torch.float32 and out.shape == (*batch, rows)
     assert (out - expected).abs().max() <= 1e-5 * expected.abs().max()
