@@ -65,8 +65,8 @@ def build_parser() -> configargparse.ArgumentParser:
         "--quantize",
         choices=QUANTIZATIONS,
         env_var="SQLSCOUT_QUANTIZE",
-        help="int8: projections and LM head as int8 weights with per-row scales; int4: projections as int4 "
-        "with a scale and minimum per 64 values, the LM head int8 (CPU only)",
+        help="int8: projections and LM head as int8 weights with a scale per 32 values; int4: projections as "
+        "int4 with a scale and minimum per 32 values, the LM head int8 (CPU only)",
     )
     parser.add_argument(
         "--threads", type=int, env_var="SQLSCOUT_THREADS", help="CPU threads (default: one per physical core)"

@@ -3,9 +3,8 @@ the C++ products (kernels/cpu), with sums in fp32.
 
 A decode step multiplies a few rows of activations by every weight: the products widen each weight to fp32 in
 registers (or, for bf16 activations, multiply bf16 pairs exactly in hardware), so the weights cost their stored
-bytes (bf16 half of fp32's) and the sums are those of fp32; int8 weights meet activations quantized to int8 per
-block of 32 (as llama.cpp's Q8_0 does), in integer dot products. A product of
-many rows (a prefill) is compute-bound instead: the weights are widened a block of rows at a time and multiplied
+bytes (bf16 half of fp32's) and the sums are those of fp32; int8 and int4 weights meet activations quantized to
+int8 per block of 32 (as llama.cpp's Q8_0 and Q4_1 do), in integer dot products. A product of many rows (a prefill) is compute-bound instead: the weights are widened a block of rows at a time and multiplied
 densely, in bf16 for bf16 activations on a CPU that multiplies bf16 natively (oneDNN's kernels), else in fp32.
 """
 
@@ -19,7 +18,7 @@ import torch.nn.functional as F
 from kernels import cpu as cpu_kernels
 from kernels.reference import weight_products as layout
 from model.cpu import native_bf16
-from model.quantize import INT4_GROUP, quantize_int4, quantize_int8
+from model.quantize import quantize_int4, quantize_int8
 
 # Rows of activations up to which the C++ products run; more rows are multiplied densely, where the flops of
 # oneDNN's and MKL's kernels outweigh widening every weight block first. On two Zen 4 cores a 12,288 x 2,048
@@ -32,14 +31,13 @@ DENSE_BLOCK_ROWS = 1024
 @dataclass(frozen=True)
 class CpuWeight:
     """A [N, K] matrix stored as `kind` in the layout of its product (see kernels/reference/weight_products.py):
-    tiled, or for int8 row-major in dot-product blocks."""
+    tiled floats, or int8 and int4 rows in dot-product blocks."""
 
     kind: str
     tiles: torch.Tensor
     shape: torch.Size
-    scales: torch.Tensor | None = None  # int8: fp16 per block of 32 of a row; int4: fp16 per row and group, tiled
-    minimums: torch.Tensor | None = None  # int4: fp16 per row and group, tiled
-    group: int = 0  # int4 values sharing a scale and minimum
+    scales: torch.Tensor | None = None  # int8, int4: fp16 per block of 32 values of a row
+    minimums: torch.Tensor | None = None  # int4: fp16 per block of 32 values of a row
 
     @property
     def nbytes(self) -> int:
@@ -50,11 +48,11 @@ class CpuWeight:
         return self.tiles.shape[1] * (2 if self.kind == "int4" else 1)
 
     def dequantize(self, rows: slice | None = None) -> torch.Tensor:
-        """fp32 rows (default all) of the padded matrix; a slice starts at a multiple of TILE_ROWS."""
+        """fp32 rows (default all) of the padded matrix; a slice of tiles starts at a multiple of TILE_ROWS."""
         if self.kind == "int8":
             return layout.dequantize_int8(self.tiles, self.scales, rows)
         if self.kind == "int4":
-            return layout.dequantize_int4(self.tiles, self.scales, self.minimums, self.group, rows)
+            return layout.dequantize_int4(self.tiles, self.scales, self.minimums, rows)
         return layout.dequantize_float(self.tiles, rows)
 
     def embedding(self, tokens: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -72,26 +70,17 @@ def stored_kind(weight: torch.Tensor, quantize: str | None) -> str:
     return "bfloat16" if weight.dtype == torch.bfloat16 else "float32"
 
 
-def to_cpu_weight(weight: torch.Tensor, kind: str, group: int = INT4_GROUP) -> CpuWeight:
-    """weight [N, K] stored as kind; int4 needs K a multiple of group (see int4_applies)."""
-    if kind == "int8":
-        values, scales = quantize_int8(weight)
-        blocked = layout.block_int8(values)
-        padded_scales = scales.new_zeros(scales.shape[0], blocked.shape[1] // layout.INT8_BLOCK)
-        padded_scales[:, : scales.shape[1]] = scales
-        return CpuWeight(kind, blocked, weight.shape, padded_scales)
-    if kind == "int4":
-        values, scales, minimums = quantize_int4(weight, group)
-        tiles = layout.tile_rows(layout.pack_int4(values))
-        return CpuWeight(
-            kind, tiles, weight.shape, layout.tile_groups(scales), layout.tile_groups(minimums), group
-        )
+def to_cpu_weight(weight: torch.Tensor, kind: str) -> CpuWeight:
+    """weight [N, K] stored as kind."""
+    if kind in ("int8", "int4"):
+        values, scales, *minimums = quantize_int8(weight) if kind == "int8" else quantize_int4(weight)
+        blocked = layout.block_values(values)
+        if kind == "int4":
+            blocked = layout.pack_int4(blocked)
+        padding = blocked.shape[1] * (2 if kind == "int4" else 1) // layout.BLOCK - scales.shape[1]
+        scales, *minimums = (F.pad(t, (0, padding)) for t in (scales, *minimums))
+        return CpuWeight(kind, blocked, weight.shape, scales, *minimums)
     return CpuWeight(kind, layout.tile_rows(weight.to(getattr(torch, kind))), weight.shape)
-
-
-def int4_applies(weight_shape: tuple[int, ...], group: int = INT4_GROUP) -> bool:
-    """Whether a matrix of this shape can be int4: its K a whole number of groups."""
-    return weight_shape[1] % group == 0
 
 
 def cpu_linear(x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
@@ -121,7 +110,7 @@ def _compiled_product(ops, x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
     if weight.kind == "int8":
         ops.int8_linear(x, weight.tiles, weight.scales, out)
     elif weight.kind == "int4":
-        ops.int4_linear(x, weight.tiles, weight.scales, weight.minimums, weight.group, out)
+        ops.int4_linear(x, weight.tiles, weight.scales, weight.minimums, out)
     elif x.dtype == torch.bfloat16:
         ops.bf16_dot_linear(x, weight.tiles, out)
     else:

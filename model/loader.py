@@ -13,12 +13,11 @@ from tqdm import tqdm
 
 from model import quantized_cache
 from model.config import Qwen35Config
-from model.cpu_weights import int4_applies, stored_kind, to_cpu_weight
+from model.cpu_weights import stored_kind, to_cpu_weight
 from model.draft_head import PREFIX as DRAFT_PREFIX
 from model.draft_head import draft_head_layout
 from model.errors import DOWNLOAD_HINT, ModelDirectoryError
 from model.linear import Weight
-from model.quantize import INT4_GROUP
 from model.qwen35 import WeightLayout, weight_layout
 
 log = logging.getLogger(__name__)
@@ -68,7 +67,7 @@ def load_weights(
     second full copy of the model is ever held. Vision and multi-token-prediction weights are skipped.
     On a GPU every tensor is a plain one in dtype. On the CPU every projection and the LM head becomes a CpuWeight
     as soon as it is complete (so at most one is held twice at a time): in the checkpoint's own dtype, or int8 /
-    int4 with quantize (int4 for the projections whose width is a whole number of groups, the LM head int8); the
+    int4 with quantize (int4 for the projections, the LM head int8); the
     embedding stays in the checkpoint's dtype, and a head tied to it is kept once, as the head, unless quantized.
     With quantized_cache_dir the quantized weights are read from there when this checkpoint's are, and kept
     there when not.
@@ -79,9 +78,7 @@ def load_weights(
     on_cpu = device.type == "cpu"
     cache_path, cached = None, {}
     if quantize and quantized_cache_dir is not None:
-        cache_path = quantized_cache.cache_file(
-            quantized_cache_dir, model_dir, set(files.values()), quantize, INT4_GROUP
-        )
+        cache_path = quantized_cache.cache_file(quantized_cache_dir, model_dir, set(files.values()), quantize)
         cached = quantized_cache.read(cache_path) or {}
         if set(cached) != {name for name in [*layout, "lm_head.weight"] if is_matrix(name)}:
             cached = {}
@@ -144,8 +141,6 @@ def _head_kind(head: torch.Tensor, quantize: str | None) -> str:
 def _matrix_kind(name: str, weight: torch.Tensor, quantize: str | None) -> str:
     if name == "lm_head.weight":
         return _head_kind(weight, quantize)
-    if quantize == "int4" and not int4_applies(weight.shape):
-        return "int8"
     return stored_kind(weight, quantize)
 
 

@@ -1,35 +1,41 @@
-"""Weight quantization of a [N, K] matrix, once at load: int8 with one scale per block of 32 values of a row (the
-format of llama.cpp's Q8_0), int4 with a scale and a minimum per group of K fitted by least squares."""
+"""Weight quantization of a [N, K] matrix, once at load, per block of 32 values of a row (the block of the integer
+products, kernels/cpu): int8 with one scale per block (the format of llama.cpp's Q8_0), int4 with a scale and a
+minimum per block fitted by least squares (Q4_1's format, with a better fit). K is padded with zeros to whole
+blocks."""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
+
+from kernels.reference.weight_products import BLOCK
 
 INT8_MAX = 127
-INT8_BLOCK = 32  # values of a row sharing one int8 scale
 INT4_LEVELS = 15
-# Group of K sharing one int4 scale and minimum: fp16 scale + minimum cost 0.5 bit a value at 64, and benchmarks.
-# cpu_fidelity measured 64 against 32 and 128 (see benchmarks/RESULTS.md, int4 weights: fidelity).
-INT4_GROUP = 64
 # Rows quantized at once: bounds the fp32 working copies at about 100 MB for a 2,048-wide matrix.
 BLOCK_ROWS = 8192
-# Refits of each group's scale and minimum to its rounded values (each lowers the squared error or keeps it).
+# Refits of each block's scale and minimum to its rounded values (each lowers the squared error or keeps it).
 INT4_REFITS = 4
 
 
+def _blocks(weight: torch.Tensor, begin: int) -> torch.Tensor:
+    """Rows begin .. begin + BLOCK_ROWS of weight in fp32, padded with zeros to whole blocks: [rows, blocks, BLOCK]."""
+    rows = weight[begin : begin + BLOCK_ROWS].float()
+    return F.pad(rows, (0, -rows.shape[1] % BLOCK)).view(rows.shape[0], -1, BLOCK)
+
+
 def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(values int8 [N, K'], scales fp16 [N, K' / INT8_BLOCK]) with K' = K rounded up to INT8_BLOCK (zeros):
-    symmetric per block of a row, its largest magnitude mapped to 127.
+    """(values int8 [N, K'], scales fp16 [N, K' / BLOCK]) with K' = K rounded up to BLOCK (zeros): symmetric per
+    block of a row, its largest magnitude mapped to 127.
 
     Scales are rounded to fp16 before the values are computed, so the values fit the scale the products use.
     """
     rows, columns = weight.shape
-    width = -(-columns // INT8_BLOCK) * INT8_BLOCK
+    width = -(-columns // BLOCK) * BLOCK
     values = torch.empty(rows, width, dtype=torch.int8, device=weight.device)
-    scales = torch.empty(rows, width // INT8_BLOCK, dtype=torch.float16, device=weight.device)
+    scales = torch.empty(rows, width // BLOCK, dtype=torch.float16, device=weight.device)
     for begin in range(0, rows, BLOCK_ROWS):
-        block = torch.nn.functional.pad(weight[begin : begin + BLOCK_ROWS].float(), (0, width - columns))
-        block = block.view(block.shape[0], -1, INT8_BLOCK)
+        block = _blocks(weight, begin)
         scale = (block.abs().amax(dim=-1) / INT8_MAX).clamp_min(torch.finfo(torch.float16).tiny)
         scales[begin : begin + BLOCK_ROWS] = scale
         scale = scales[begin : begin + BLOCK_ROWS].float()
@@ -38,33 +44,29 @@ def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return values, scales
 
 
-def quantize_int4(
-    weight: torch.Tensor, group: int = INT4_GROUP
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(values uint8 [N, K] in [0, 15], scales fp16 [N, K / group], minimums fp16 [N, K / group]) with
-    weight ~= scale * value + minimum per group; K must be a multiple of group.
+def quantize_int4(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(values uint8 [N, K'] in [0, 15], scales fp16 [N, K' / BLOCK], minimums fp16 [N, K' / BLOCK]) with
+    K' = K rounded up to BLOCK (zeros) and weight ~= scale * value + minimum per block.
 
-    Each group starts from its range (min to max in 15 steps), then its scale and minimum are refitted by least
+    Each block starts from its range (min to max in 15 steps), then its scale and minimum are refitted by least
     squares to the rounded values and the values rounded again, keeping the best fit seen; scale and minimum are
     rounded to fp16 before the values are computed from them.
     """
     rows, columns = weight.shape
-    if columns % group:
-        raise ValueError(f"int4 groups of {group} do not divide the {columns} columns")
-    values = torch.empty(weight.shape, dtype=torch.uint8, device=weight.device)
-    scales = torch.empty(rows, columns // group, dtype=torch.float16, device=weight.device)
+    width = -(-columns // BLOCK) * BLOCK
+    values = torch.empty(rows, width, dtype=torch.uint8, device=weight.device)
+    scales = torch.empty(rows, width // BLOCK, dtype=torch.float16, device=weight.device)
     minimums = torch.empty_like(scales)
     for begin in range(0, rows, BLOCK_ROWS):
-        block = weight[begin : begin + BLOCK_ROWS].float().view(-1, columns // group, group)
-        q, scale, minimum = _fit_int4(block)
-        values[begin : begin + BLOCK_ROWS] = q.view(-1, columns)
+        q, scale, minimum = _fit_int4(_blocks(weight, begin))
+        values[begin : begin + BLOCK_ROWS] = q.view(-1, width)
         scales[begin : begin + BLOCK_ROWS] = scale
         minimums[begin : begin + BLOCK_ROWS] = minimum
     return values, scales, minimums
 
 
 def _round_to(w: torch.Tensor, scale: torch.Tensor, minimum: torch.Tensor):
-    """fp16 scale and minimum, and the values they give w, with their squared error per group."""
+    """fp16 scale and minimum, and the values they give w, with their squared error per block."""
     scale, minimum = scale.half(), minimum.half()
     step = scale.float().clamp_min(torch.finfo(torch.float16).tiny)
     q = ((w - minimum.float()[..., None]) / step[..., None]).round_().clamp_(0, INT4_LEVELS)
@@ -78,7 +80,7 @@ def _fit_int4(w: torch.Tensor):
     q = best_q
     count = w.shape[-1]
     for _ in range(INT4_REFITS):
-        # Least squares of w ~ scale * q + minimum over each group, q fixed.
+        # Least squares of w ~ scale * q + minimum over each block, q fixed.
         sum_q, sum_w = q.sum(-1), w.sum(-1)
         sum_qq, sum_qw = q.square().sum(-1), (q * w).sum(-1)
         determinant = count * sum_qq - sum_q * sum_q

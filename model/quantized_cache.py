@@ -22,13 +22,13 @@ from model.cpu_weights import CpuWeight
 log = logging.getLogger(__name__)
 
 # Bump when a quantization's numbers or layout change, so older cache files are not read.
-SCHEMES = {"int8": "int8-fp16-scale-per-32-dot-blocks-v3", "int4": "int4-asymmetric-fp16-groups-tiled-v1"}
+SCHEMES = {"int8": "int8-fp16-scale-per-32-dot-blocks-v3", "int4": "int4-fp16-scale-minimum-per-32-dot-blocks-v2"}
 PARTS = ("tiles", "scales", "minimums")
 
 
-def cache_file(cache_dir: Path, model_dir: Path, weight_files: set[Path], quantize: str, group: int) -> Path:
-    """Where the quantize weights of the checkpoint in model_dir are kept under cache_dir."""
-    digest = hashlib.sha256(f"{SCHEMES[quantize]}:{group}".encode())
+def cache_file(cache_dir: Path, model_dir: Path, weight_files: set[Path], quantize: str) -> Path:
+    """Where the quantized weights of the checkpoint in model_dir are kept under cache_dir."""
+    digest = hashlib.sha256(SCHEMES[quantize].encode())
     digest.update((model_dir / "config.json").read_bytes())
     for path in sorted(weight_files):
         stat = path.stat()
@@ -48,15 +48,13 @@ def read(path: Path) -> dict[str, CpuWeight] | None:
             metadata = handle.metadata()
             weights = {}
             for name in {key.rsplit(".", 1)[0] for key in handle.keys()}:
-                kind, rows, columns, group = metadata[name].split(":")
+                kind, rows, columns = metadata[name].split(":")
                 parts = {
                     part: handle.get_tensor(f"{name}.{part}")
                     for part in PARTS
                     if f"{name}.{part}" in handle.keys()
                 }
-                weights[name] = CpuWeight(
-                    kind, shape=torch.Size((int(rows), int(columns))), group=int(group), **parts
-                )
+                weights[name] = CpuWeight(kind, shape=torch.Size((int(rows), int(columns))), **parts)
             return weights
     except (OSError, SafetensorError, KeyError, ValueError, TypeError) as error:
         log.warning("ignoring the unreadable quantized weights cache %s: %s", path, error)  # quantize again
@@ -71,7 +69,7 @@ def write(path: Path, weights: dict[str, CpuWeight]) -> None:
             tensor = getattr(weight, part)
             if tensor is not None:
                 tensors[f"{name}.{part}"] = tensor.contiguous()
-        metadata[name] = f"{weight.kind}:{weight.shape[0]}:{weight.shape[1]}:{weight.group}"
+        metadata[name] = f"{weight.kind}:{weight.shape[0]}:{weight.shape[1]}"
     partial = path.with_suffix(f".{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -77,7 +77,6 @@ SLOW = {
     ),
     "tests/model/test_real_shapes.py": "Qwen3.5-2B's layer shapes in bf16",
     "tests/model/test_cli.py::test_json_output_with_greedy_decoding": "loads a model in a subprocess",
-    "tests/model/test_cpu_weights.py::test_int4_projections_of_the_real_width_are_int4": "real-size shapes",
     "tests/model/test_cpu_weights.py::test_quantized_logits_stay_close_to_the_fp32_ones": (
         "quantizes a head of the real vocabulary"
     ),

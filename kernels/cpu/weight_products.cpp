@@ -1,16 +1,20 @@
-// Weight products for the CPU: y[M, N] = x[M, K] (fp32) @ W[N, K]^T with W stored as fp32, bf16 or int4
-// (asymmetric: a scale and a minimum per group of K), widened to fp32 a vector at a time in registers and
-// accumulated in fp32, or as int8 (a scale per block of 32 values of a row), multiplied in integers against x
-// quantized the same way (see int8_linear). A decode step reads every weight once per token, so these products are
-// written to stream W at the memory's speed:
-// - W is stored in tiles of TILE_ROWS rows, each tile's rows interleaved LANES values at a time (int4: 32 values
-//   in 16 bytes), so that a tile is read as one sequential stream (rows read side by side from a plain row-major
-//   matrix are TILE_ROWS short streams, which the hardware prefetcher follows at about half the speed);
-// - each weight is read once per call whatever M is: a tile stays in cache while every input row passes over it;
-// - threads split W by tiles (at::parallel_for, torch's own thread pool).
-// kernels/reference/weight_products.py holds the layout's torch reference. Written with GCC/Clang vector
-// extensions, and intrinsics only to widen bytes, so one source compiles to AVX2, AVX-512 or NEON for the CPU it
-// is built on (-march=native / -mcpu=native).
+// Weight products for the CPU: y[M, N] = x[M, K] (fp32) @ W[N, K]^T with W stored
+// - as fp32 or bf16, widened to fp32 a vector at a time in registers and accumulated in fp32 (bf16 activations
+//   against bf16 weights: exact bf16 dot products where the CPU has them), or
+// - as int8 (a scale per block of 32 values of a row, llama.cpp's Q8_0) or int4 (a scale and a minimum per block,
+//   Q4_1), multiplied in integers against x quantized to int8 per block (see integer_product).
+// A decode step reads every weight once per token, so these products are written to stream W at the memory's
+// speed:
+// - float W is stored in tiles of TILE_ROWS rows, each tile's rows interleaved LANES values at a time, so that a
+//   tile is read as one sequential stream (rows read side by side from a plain row-major matrix are TILE_ROWS
+//   short streams, which the hardware prefetcher follows at about half the speed); integer W is row-major, a row
+//   being one stream already at the integer products' speed;
+// - each weight is read once per call whatever M is: a tile or row stays in cache while every input row passes
+//   over it;
+// - threads split W by tiles or rows (at::parallel_for, torch's own thread pool).
+// kernels/reference/weight_products.py holds the layouts' torch reference. Written with GCC/Clang vector
+// extensions, and intrinsics where compilers do not find the instruction (widening, integer dot products), so
+// one source compiles to AVX2, AVX-512 or NEON for the CPU it is built on (-march=native / -mcpu=native).
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -33,11 +37,9 @@ namespace {
 
 constexpr int64_t LANES = 16;
 constexpr int64_t TILE_ROWS = 4;
-constexpr int64_t INT4_BLOCK = 32;  // values per 16 bytes of int4
 using f32v = float __attribute__((vector_size(LANES * 4)));
 using u32v = uint32_t __attribute__((vector_size(LANES * 4)));
 using u16v = uint16_t __attribute__((vector_size(LANES * 2)));
-using u8v = uint8_t __attribute__((vector_size(LANES)));
 using i32v = int32_t __attribute__((vector_size(LANES * 4)));
 
 // Tiles a thread takes at least, so that small matrices do not pay for waking threads.
@@ -69,32 +71,6 @@ inline float half_to_float(uint16_t bits) {
   return float(value);
 }
 
-// 16 unsigned bytes widened to 16 int32 lanes, written per instruction set: compilers widen the byte lanes of a
-// generic vector one lane at a time.
-inline i32v bytes_to_ints(u8v bytes) {
-#if defined(__AVX512F__)
-  __m128i packed;
-  std::memcpy(&packed, &bytes, sizeof packed);
-  __m512i wide = _mm512_cvtepu8_epi32(packed);
-  return load<i32v>(&wide);
-#elif defined(__AVX2__)
-  __m128i packed;
-  std::memcpy(&packed, &bytes, sizeof packed);
-  __m256i halves[2] = {_mm256_cvtepu8_epi32(packed), _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(packed, packed))};
-  return load<i32v>(halves);
-#elif defined(__ARM_NEON)
-  uint8x16_t raw = vld1q_u8(reinterpret_cast<const uint8_t*>(&bytes));
-  uint16x8_t low = vmovl_u8(vget_low_u8(raw)), high = vmovl_u8(vget_high_u8(raw));
-  uint32x4_t quarters[4] = {vmovl_u16(vget_low_u16(low)), vmovl_u16(vget_high_u16(low)),
-                            vmovl_u16(vget_low_u16(high)), vmovl_u16(vget_high_u16(high))};
-  return load<i32v>(quarters);
-#else
-  int32_t lanes[LANES];
-  for (int i = 0; i < LANES; ++i) lanes[i] = int32_t(bytes[i]);
-  return load<i32v>(lanes);
-#endif
-}
-
 inline f32v to_floats(i32v ints) { return __builtin_convertvector(ints, f32v); }
 
 // A tiled matrix of one element type: vector(tile, chunk, r) is the LANES values of row r of the tile at
@@ -123,7 +99,6 @@ struct Bf16Tiles {
 // Rows of x per pass over a tile: TILE_ROWS * rm vector accumulators must fit the registers beside the
 // weights' and inputs' vectors.
 constexpr int FLOAT_ROWS_OF_X = 4;
-constexpr int INT4_ROWS_OF_X = 2;
 
 template <int rm, class Tiles>
 inline void float_tile(const Tiles& w, int64_t tile, const float* x, int64_t m0, int64_t K, float* y, int64_t N) {
@@ -140,61 +115,6 @@ inline void float_tile(const Tiles& w, int64_t tile, const float* x, int64_t m0,
     int64_t n = tile * TILE_ROWS + r;
     if (n >= N) break;  // the last tile's padding rows
     for (int m = 0; m < rm; ++m) y[(m0 + m) * N + n] = sum(acc[r][m]) * w.scale(n);
-  }
-}
-
-// int4 tiles: per tile and 32-value block, row r's 16 bytes hold value j in the low nibble of byte j and value
-// j + 16 in its high nibble; value = scale * q + minimum with q in [0, 15], scale and minimum per group of K and
-// stored tile-major too ([tiles][groups][TILE_ROWS], fp16). So a group's dot with x is
-// scale * dot(q, x) + minimum * sum(x): the sums of x per group are computed once per call.
-struct Int4Tiles {
-  const uint8_t* data;
-  const uint16_t* scales;
-  const uint16_t* minimums;
-  int64_t K;
-  int64_t group;
-};
-
-template <int rm>
-inline void int4_tile(const Int4Tiles& w, int64_t tile, const float* x, const float* x_sums, int64_t m0,
-                      float* y, int64_t N) {
-  const int64_t K = w.K, groups = K / w.group;
-  const uint8_t* bytes = w.data + tile * TILE_ROWS * (K / 2);
-  f32v acc[TILE_ROWS][rm] = {};
-  float offset[TILE_ROWS][rm] = {};
-  for (int64_t g = 0; g < groups; ++g) {
-    f32v group_acc[TILE_ROWS][rm] = {};
-    for (int64_t block = g * w.group; block < (g + 1) * w.group; block += INT4_BLOCK) {
-      f32v xs[rm][2];
-      for (int m = 0; m < rm; ++m) {
-        xs[m][0] = load<f32v>(x + (m0 + m) * K + block);
-        xs[m][1] = load<f32v>(x + (m0 + m) * K + block + LANES);
-      }
-      for (int r = 0; r < TILE_ROWS; ++r) {
-        // Nibbles split after widening to int32 lanes: a shift needs no mask there, and the widening is one
-        // instruction for both halves.
-        i32v wide = bytes_to_ints(load<u8v>(bytes + (block / INT4_BLOCK * TILE_ROWS + r) * LANES));
-        f32v low = to_floats(wide & 0xF), high = to_floats(wide >> 4);
-        for (int m = 0; m < rm; ++m) {
-          // Two statements, so each contracts to a fused multiply-add.
-          group_acc[r][m] += low * xs[m][0];
-          group_acc[r][m] += high * xs[m][1];
-        }
-      }
-    }
-    for (int r = 0; r < TILE_ROWS; ++r) {
-      int64_t at = (tile * groups + g) * TILE_ROWS + r;
-      float scale = half_to_float(w.scales[at]), minimum = half_to_float(w.minimums[at]);
-      for (int m = 0; m < rm; ++m) {
-        acc[r][m] += group_acc[r][m] * scale;
-        offset[r][m] += minimum * x_sums[(m0 + m) * groups + g];
-      }
-    }
-  }
-  for (int r = 0; r < TILE_ROWS; ++r) {
-    int64_t n = tile * TILE_ROWS + r;
-    if (n >= N) break;
-    for (int m = 0; m < rm; ++m) y[(m0 + m) * N + n] = sum(acc[r][m]) + offset[r][m];
   }
 }
 
@@ -261,56 +181,69 @@ void float_product(const Tiles& w, const float* x, int64_t M, int64_t N, int64_t
   });
 }
 
-// int8 weights against int8 activations, both with a scale per block of INT8_BLOCK values (llama.cpp's Q8_0: x's
-// scale is the block's largest magnitude over 127, its values rounded half to even), so a block's dot product
-// is exact in int32 and costs its two scales. Rows are row-major with K permuted within each INT8_CHUNK
+// Integer weights against int8 activations, both with scales per block of BLOCK values (llama.cpp's Q8_0 for x:
+// its scale is the block's largest magnitude over 127, its values rounded half to even), so a block's dot product
+// is exact in int32 and costs its scales once. Rows are row-major with K permuted within each CHUNK
 // (kernels/reference/weight_products.py): 32-bit lane i of the chunk's 64-byte vector j holds values
 // 32i + 4j .. 32i + 4j + 3, so eight 4-byte dot products per lane (one instruction per 64 bytes where the CPU has
-// them) sum one block, and a chunk's 16 block sums take one convert, one multiply and one multiply-add.
-constexpr int64_t INT8_BLOCK = 32;
-constexpr int64_t INT8_CHUNK = 512;
-constexpr int64_t INT8_VECTOR = 64;  // bytes per dot-product vector
-constexpr int INT8_ROWS_OF_X = 8;
-constexpr int64_t INT8_GRAIN_ROWS = 64;
-using i8v = int8_t __attribute__((vector_size(INT8_VECTOR)));
+// them) sum one block, and a chunk's 16 block sums take one convert, one multiply and one multiply-add. int4 rows
+// hold a chunk's vectors 2v and 2v + 1 in the low and high nibbles of 64 bytes, split with a mask and a shift.
+constexpr int64_t BLOCK = 32;
+constexpr int64_t CHUNK = 512;
+constexpr int64_t VECTOR = 64;  // bytes per dot-product vector
+constexpr int64_t BLOCKS_PER_CHUNK = CHUNK / BLOCK;
+constexpr int INTEGER_ROWS_OF_X = 8;
+constexpr int64_t GRAIN_ROWS = 64;
+using u8x64 = uint8_t __attribute__((vector_size(VECTOR)));
+using i8x64 = int8_t __attribute__((vector_size(VECTOR)));
 
-// dot4(acc, prepare(w), x): lane i of acc plus the dot product of w's and x's bytes 4i .. 4i + 3. Where the
-// instruction multiplies unsigned by signed bytes (x86's VNNI), prepare flips w's sign bit (w + 128) and the
-// product's input starts each block's sum at -128 times the block's sum of x (DOT_IS_BIASED) to take it out.
+// unsigned_dot4(acc, w, x): lane i of acc plus the dot product of w's bytes 4i .. 4i + 3 (unsigned, below 128
+// unless the CPU has VNNI) and x's (signed).
+inline i32v unsigned_dot4(i32v acc, u8x64 w, i8x64 x) {
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-constexpr bool DOT_IS_BIASED = true;
-using PreparedWeights = __m512i;
-inline PreparedWeights prepare(const int8_t* w) {
-  return _mm512_xor_si512(load<__m512i>(w), _mm512_set1_epi8(char(0x80)));
-}
-inline i32v dot4(i32v acc, PreparedWeights w, const int8_t* x) {
-  __m512i sums = _mm512_dpbusd_epi32(load<__m512i>(&acc), w, load<__m512i>(x));
+  __m512i sums = _mm512_dpbusd_epi32(load<__m512i>(&acc), load<__m512i>(&w), load<__m512i>(&x));
   return load<i32v>(&sums);
-}
-#elif defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
-constexpr bool DOT_IS_BIASED = true;
-struct PreparedWeights {
-  __m256i halves[2];
-};
-inline PreparedWeights prepare(const int8_t* w) {
-  const __m256i flip = _mm256_set1_epi8(char(0x80));
-  return {{_mm256_xor_si256(load<__m256i>(w), flip), _mm256_xor_si256(load<__m256i>(w + 32), flip)}};
-}
-inline i32v dot4(i32v acc, const PreparedWeights& w, const int8_t* x) {
-  __m256i sums[2];
+#elif defined(__AVX2__)
+  __m256i sums[2], ws[2], xs[2];
   std::memcpy(sums, &acc, sizeof sums);
+  std::memcpy(ws, &w, sizeof ws);
+  std::memcpy(xs, &x, sizeof xs);
   for (int h = 0; h < 2; ++h) {
 #if defined(__AVXVNNI__)
-    sums[h] = _mm256_dpbusd_avx_epi32(sums[h], w.halves[h], load<__m256i>(x + 32 * h));
+    sums[h] = _mm256_dpbusd_avx_epi32(sums[h], ws[h], xs[h]);
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    sums[h] = _mm256_dpbusd_epi32(sums[h], ws[h], xs[h]);
 #else
-    sums[h] = _mm256_dpbusd_epi32(sums[h], w.halves[h], load<__m256i>(x + 32 * h));
+    // Pairs of products summed in 16 bits (w < 128, |x| <= 127: no saturation), then pairs into 32-bit lanes.
+    sums[h] = _mm256_add_epi32(sums[h], _mm256_madd_epi16(_mm256_maddubs_epi16(ws[h], xs[h]), _mm256_set1_epi16(1)));
 #endif
   }
   return load<i32v>(sums);
+#elif defined(__ARM_FEATURE_DOTPROD)
+  int32x4_t sums[4];
+  std::memcpy(sums, &acc, sizeof sums);
+  for (int q = 0; q < 4; ++q)
+    sums[q] = vdotq_s32(sums[q], vreinterpretq_s8_u8(load<uint8x16_t>(reinterpret_cast<const uint8_t*>(&w) + 16 * q)),
+                        load<int8x16_t>(reinterpret_cast<const int8_t*>(&x) + 16 * q));
+  return load<i32v>(sums);
+#else
+  int32_t lanes[LANES];
+  std::memcpy(lanes, &acc, sizeof lanes);
+  for (int i = 0; i < LANES; ++i)
+    for (int t = 0; t < 4; ++t) lanes[i] += int32_t(w[4 * i + t]) * int32_t(x[4 * i + t]);
+  return load<i32v>(lanes);
+#endif
 }
+
+// signed_dot4(acc, prepare(w), x): as unsigned_dot4 for signed w. Where the instruction multiplies unsigned by
+// signed bytes (x86), VNNI flips w's sign bit (w + 128) and the quantized x starts each block's sum at -128 times
+// the block's sum (DOT_IS_BIASED) to take it out; AVX2 multiplies |w| by x with w's sign, as llama.cpp does.
+#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+constexpr bool DOT_IS_BIASED = true;
+using PreparedWeights = u8x64;
+inline PreparedWeights prepare(const int8_t* w) { return load<u8x64>(w) ^ 0x80; }
+inline i32v signed_dot4(i32v acc, PreparedWeights w, i8x64 x) { return unsigned_dot4(acc, w, x); }
 #elif defined(__AVX2__)
-// Without VNNI: |w| times x with w's sign, in 16-bit pairs (|w|, |x| <= 127, so a pair never saturates), then
-// pairs summed into 32-bit lanes, as llama.cpp does on AVX2.
 constexpr bool DOT_IS_BIASED = false;
 struct PreparedWeights {
   __m256i signs[2], magnitudes[2];
@@ -323,30 +256,29 @@ inline PreparedWeights prepare(const int8_t* w) {
   }
   return prepared;
 }
-inline i32v dot4(i32v acc, const PreparedWeights& w, const int8_t* x) {
-  __m256i sums[2];
-  std::memcpy(sums, &acc, sizeof sums);
-  for (int h = 0; h < 2; ++h) {
-    __m256i pairs = _mm256_maddubs_epi16(w.magnitudes[h], _mm256_sign_epi8(load<__m256i>(x + 32 * h), w.signs[h]));
-    sums[h] = _mm256_add_epi32(sums[h], _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-  }
-  return load<i32v>(sums);
+inline i32v signed_dot4(i32v acc, const PreparedWeights& w, i8x64 x) {
+  __m256i xs[2];
+  std::memcpy(xs, &x, sizeof xs);
+  for (int h = 0; h < 2; ++h) xs[h] = _mm256_sign_epi8(xs[h], w.signs[h]);
+  return unsigned_dot4(acc, load<u8x64>(w.magnitudes), load<i8x64>(xs));
 }
 #elif defined(__ARM_FEATURE_DOTPROD)
 constexpr bool DOT_IS_BIASED = false;
-using PreparedWeights = const int8_t*;
-inline PreparedWeights prepare(const int8_t* w) { return w; }
-inline i32v dot4(i32v acc, PreparedWeights w, const int8_t* x) {
+using PreparedWeights = i8x64;
+inline PreparedWeights prepare(const int8_t* w) { return load<i8x64>(w); }
+inline i32v signed_dot4(i32v acc, PreparedWeights w, i8x64 x) {
   int32x4_t sums[4];
   std::memcpy(sums, &acc, sizeof sums);
-  for (int q = 0; q < 4; ++q) sums[q] = vdotq_s32(sums[q], vld1q_s8(w + 16 * q), vld1q_s8(x + 16 * q));
+  for (int q = 0; q < 4; ++q)
+    sums[q] = vdotq_s32(sums[q], load<int8x16_t>(reinterpret_cast<const int8_t*>(&w) + 16 * q),
+                        load<int8x16_t>(reinterpret_cast<const int8_t*>(&x) + 16 * q));
   return load<i32v>(sums);
 }
 #else
 constexpr bool DOT_IS_BIASED = false;
-using PreparedWeights = const int8_t*;
-inline PreparedWeights prepare(const int8_t* w) { return w; }
-inline i32v dot4(i32v acc, PreparedWeights w, const int8_t* x) {
+using PreparedWeights = i8x64;
+inline PreparedWeights prepare(const int8_t* w) { return load<i8x64>(w); }
+inline i32v signed_dot4(i32v acc, PreparedWeights w, i8x64 x) {
   int32_t lanes[LANES];
   std::memcpy(lanes, &acc, sizeof lanes);
   for (int i = 0; i < LANES; ++i)
@@ -355,37 +287,38 @@ inline i32v dot4(i32v acc, PreparedWeights w, const int8_t* x) {
 }
 #endif
 
-// x quantized for int8_rows: values [M, K] int8 in the weights' permuted order, and per block its scale and the
-// start of its integer sum (-128 times the block's sum of values where DOT_IS_BIASED, else 0).
+// x quantized for the integer products: values [M, K] int8 in the weights' permuted order, and per block its
+// scale, the start of its int8 dot products (-128 times the block's sum of values where DOT_IS_BIASED, else 0)
+// and its dequantized sum (scale times the sum of values), which int4's minimums multiply.
 struct QuantizedX {
   std::vector<int8_t> values;
   std::vector<float> scales;
   std::vector<int32_t> starts;
+  std::vector<float> sums;
 };
 
 QuantizedX quantize_x(const float* x, int64_t M, int64_t K) {
-  const int64_t blocks = K / INT8_BLOCK, lanes = INT8_CHUNK / INT8_BLOCK;
-  QuantizedX q{std::vector<int8_t>(M * K), std::vector<float>(M * blocks), std::vector<int32_t>(M * blocks)};
-  int8_t* values = q.values.data();
-  float* scales = q.scales.data();
-  int32_t* starts = q.starts.data();
+  const int64_t blocks = K / BLOCK;
+  QuantizedX q{std::vector<int8_t>(M * K), std::vector<float>(M * blocks), std::vector<int32_t>(M * blocks),
+               std::vector<float>(M * blocks)};
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t b = 0; b < blocks; ++b) {
-      const float* block = x + m * K + b * INT8_BLOCK;
+      const float* block = x + m * K + b * BLOCK;
       float largest = 0.0f;
-      for (int64_t e = 0; e < INT8_BLOCK; ++e) largest = std::max(largest, std::fabs(block[e]));
+      for (int64_t e = 0; e < BLOCK; ++e) largest = std::max(largest, std::fabs(block[e]));
       const float scale = largest / 127.0f;
       // Block b is lane b % 16 of chunk b / 16: its value e lies in vector e / 4, byte e % 4 of that lane.
-      int8_t* lane = values + m * K + b / lanes * INT8_CHUNK + b % lanes * 4;
+      int8_t* lane = q.values.data() + m * K + b / BLOCKS_PER_CHUNK * CHUNK + b % BLOCKS_PER_CHUNK * 4;
       int32_t total = 0;
-      for (int64_t e = 0; e < INT8_BLOCK; ++e) {
+      for (int64_t e = 0; e < BLOCK; ++e) {
         float value = scale > 0.0f ? std::nearbyint(block[e] / scale) : 0.0f;
         int8_t v = int8_t(std::min(127.0f, std::max(-127.0f, value)));
-        lane[e / 4 * INT8_VECTOR + e % 4] = v;
+        lane[e / 4 * VECTOR + e % 4] = v;
         total += v;
       }
-      scales[m * blocks + b] = scale;
-      starts[m * blocks + b] = DOT_IS_BIASED ? -128 * total : 0;
+      q.scales[m * blocks + b] = scale;
+      q.starts[m * blocks + b] = DOT_IS_BIASED ? -128 * total : 0;
+      q.sums[m * blocks + b] = scale * float(total);
     }
   }
   return q;
@@ -406,39 +339,76 @@ inline f32v halves_to_floats(const uint16_t* p) {
 #endif
 }
 
-template <int rm>
-inline void int8_rows(const int8_t* w, const uint16_t* w_scales, const QuantizedX& q, int64_t m0, int64_t n,
-                      int64_t K, int64_t N, float* y) {
-  const int64_t blocks = K / INT8_BLOCK;
-  const int8_t* row = w + n * K;
-  const uint16_t* row_scales = w_scales + n * blocks;
-  const int8_t* xs = q.values.data();
-  const float* scales = q.scales.data();
-  const int32_t* starts = q.starts.data();
+// Integer rows: int8 values, or int4 values packed two a byte (`minimums` set), with fp16 scales (and minimums)
+// per block.
+struct IntegerRows {
+  const uint8_t* data;
+  const uint16_t* scales;
+  const uint16_t* minimums;
+  int64_t K;
+};
+
+// Row n of W against rows m0 .. m0 + rm - 1 of x.
+template <int rm, bool is_int4>
+inline void integer_row(const IntegerRows& w, const QuantizedX& q, int64_t m0, int64_t n, int64_t N, float* y) {
+  const int64_t K = w.K, blocks = K / BLOCK;
+  const uint8_t* row = w.data + n * (is_int4 ? K / 2 : K);
+  const int8_t* xs = q.values.data() + m0 * K;
   f32v acc[rm] = {};
-  for (int64_t chunk = 0; chunk < K / INT8_CHUNK; ++chunk) {
-    const int64_t block0 = chunk * (INT8_CHUNK / INT8_BLOCK);
+  for (int64_t chunk = 0; chunk < K / CHUNK; ++chunk) {
+    const int64_t block0 = chunk * BLOCKS_PER_CHUNK;
+    const int8_t* chunk_x = xs + chunk * CHUNK;
     i32v sums[rm];
-    for (int m = 0; m < rm; ++m) sums[m] = load<i32v>(starts + (m0 + m) * blocks + block0);
-    for (int64_t v = 0; v < INT8_CHUNK / INT8_VECTOR; ++v) {
-      const int64_t at = chunk * INT8_CHUNK + v * INT8_VECTOR;
-      PreparedWeights weights = prepare(row + at);
-      for (int m = 0; m < rm; ++m) sums[m] = dot4(sums[m], weights, xs + (m0 + m) * K + at);
+    for (int m = 0; m < rm; ++m) sums[m] = load<i32v>(q.starts.data() + (m0 + m) * blocks + block0);
+    if constexpr (is_int4) {
+      // Biased starts belong to signed weights: nibbles are unsigned already.
+      for (int m = 0; m < rm; ++m) sums[m] = i32v{};
+      for (int64_t v = 0; v < CHUNK / VECTOR / 2; ++v) {
+        const u8x64 packed = load<u8x64>(row + chunk * CHUNK / 2 + v * VECTOR);
+        const u8x64 low = packed & 0xF, high = packed >> 4;
+        for (int m = 0; m < rm; ++m) {
+          const int8_t* at = chunk_x + m * K + 2 * v * VECTOR;
+          sums[m] = unsigned_dot4(sums[m], low, load<i8x64>(at));
+          sums[m] = unsigned_dot4(sums[m], high, load<i8x64>(at + VECTOR));
+        }
+      }
+    } else {
+      for (int64_t v = 0; v < CHUNK / VECTOR; ++v) {
+        const PreparedWeights weights = prepare(reinterpret_cast<const int8_t*>(row) + chunk * CHUNK + v * VECTOR);
+        for (int m = 0; m < rm; ++m) sums[m] = signed_dot4(sums[m], weights, load<i8x64>(chunk_x + m * K + v * VECTOR));
+      }
     }
-    const f32v weight_scales = halves_to_floats(row_scales + block0);
+    const f32v weight_scales = halves_to_floats(w.scales + n * blocks + block0);
     for (int m = 0; m < rm; ++m)
-      acc[m] += to_floats(sums[m]) * (load<f32v>(scales + (m0 + m) * blocks + block0) * weight_scales);
+      acc[m] += to_floats(sums[m]) * (load<f32v>(q.scales.data() + (m0 + m) * blocks + block0) * weight_scales);
+    if constexpr (is_int4) {
+      const f32v minimums = halves_to_floats(w.minimums + n * blocks + block0);
+      for (int m = 0; m < rm; ++m) acc[m] += minimums * load<f32v>(q.sums.data() + (m0 + m) * blocks + block0);
+    }
   }
   for (int m = 0; m < rm; ++m) y[(m0 + m) * N + n] = sum(acc[m]);
 }
 
-template <int rm>
-inline void int8_rest(const int8_t* w, const uint16_t* w_scales, const QuantizedX& q, int64_t m, int64_t n,
-                      int64_t K, int64_t N, float* y, int64_t left) {
+template <int rm, bool is_int4>
+inline void integer_rest(const IntegerRows& w, const QuantizedX& q, int64_t m, int64_t n, int64_t N, float* y,
+                         int64_t left) {
   if constexpr (rm > 0) {
-    if (left == rm) return int8_rows<rm>(w, w_scales, q, m, n, K, N, y);
-    int8_rest<rm - 1>(w, w_scales, q, m, n, K, N, y, left);
+    if (left == rm) return integer_row<rm, is_int4>(w, q, m, n, N, y);
+    integer_rest<rm - 1, is_int4>(w, q, m, n, N, y, left);
   }
+}
+
+template <bool is_int4>
+void integer_product(const IntegerRows& w, const float* x, int64_t M, int64_t N, float* y) {
+  const QuantizedX q = quantize_x(x, M, w.K);
+  at::parallel_for(0, N, GRAIN_ROWS, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      int64_t m = 0;
+      for (; m + INTEGER_ROWS_OF_X <= M; m += INTEGER_ROWS_OF_X)
+        integer_row<INTEGER_ROWS_OF_X, is_int4>(w, q, m, n, N, y);
+      integer_rest<INTEGER_ROWS_OF_X - 1, is_int4>(w, q, m, n, N, y, M - m);
+    }
+  });
 }
 
 void check_tiles(const at::Tensor& data, at::ScalarType type, int64_t N, int64_t K, int64_t bytes_per_row) {
@@ -497,55 +467,34 @@ void bf16_dot_linear(const at::Tensor& x, const at::Tensor& tiles, at::Tensor& y
 #endif
 }
 
-void int8_linear(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales, at::Tensor& y) {
-  const int64_t K = x.size(1), M = x.size(0), N = y.size(1);
+// rows [N, K / values per byte] (int8, or uint8 int4 pairs); scales (and minimums) fp16 [N, K / BLOCK].
+IntegerRows check_integer(const at::Tensor& x, const at::Tensor& rows, at::ScalarType type, const at::Tensor& scales,
+                          const at::Tensor* minimums, const at::Tensor& y) {
+  const int64_t K = x.size(1), N = y.size(1), per_byte = minimums ? 2 : 1;
   check_input(x, K);
-  check_output(y, M);
-  TORCH_CHECK(K % INT8_CHUNK == 0, "int8 products take K in multiples of ", INT8_CHUNK, ", got ", K);
-  TORCH_CHECK(rows.scalar_type() == at::kChar && rows.is_contiguous() && rows.device().is_cpu() &&
-                  rows.dim() == 2 && rows.size(0) == N && rows.size(1) == K,
-              "int8 rows must be a contiguous [", N, ", ", K, "] int8 CPU tensor, got ", rows.sizes());
-  TORCH_CHECK(scales.scalar_type() == at::kHalf && scales.is_contiguous() &&
-                  scales.numel() == N * (K / INT8_BLOCK),
-              "int8 scales must be contiguous float16, one per block of ", INT8_BLOCK, " values of a row");
-  const QuantizedX q = quantize_x(x.data_ptr<float>(), M, K);
-  const int8_t* w = rows.data_ptr<int8_t>();
-  const uint16_t* w_scales = reinterpret_cast<const uint16_t*>(scales.data_ptr());
-  float* out = y.data_ptr<float>();
-  at::parallel_for(0, N, INT8_GRAIN_ROWS, [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) {
-      int64_t m = 0;
-      for (; m + INT8_ROWS_OF_X <= M; m += INT8_ROWS_OF_X) int8_rows<INT8_ROWS_OF_X>(w, w_scales, q, m, n, K, N, out);
-      int8_rest<INT8_ROWS_OF_X - 1>(w, w_scales, q, m, n, K, N, out, M - m);
-    }
-  });
+  check_output(y, x.size(0));
+  TORCH_CHECK(K % CHUNK == 0, "integer products take K in multiples of ", CHUNK, ", got ", K);
+  TORCH_CHECK(rows.scalar_type() == type && rows.is_contiguous() && rows.device().is_cpu() && rows.dim() == 2 &&
+                  rows.size(0) == N && rows.size(1) * per_byte == K,
+              "integer rows must be a contiguous [", N, ", ", K / per_byte, "] ", type, " CPU tensor, got ",
+              rows.scalar_type(), " ", rows.sizes());
+  for (const at::Tensor* t : {&scales, minimums})
+    TORCH_CHECK(!t || (t->scalar_type() == at::kHalf && t->is_contiguous() && t->numel() == N * (K / BLOCK)),
+                "integer scales and minimums must be contiguous float16, one per block of ", BLOCK,
+                " values of a row");
+  return {static_cast<const uint8_t*>(rows.data_ptr()), reinterpret_cast<const uint16_t*>(scales.data_ptr()),
+          minimums ? reinterpret_cast<const uint16_t*>(minimums->data_ptr()) : nullptr, K};
 }
 
-void int4_linear(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales,
-                 const at::Tensor& minimums, int64_t group, at::Tensor& y) {
-  const int64_t K = x.size(1), M = x.size(0), N = y.size(1);
-  check_input(x, K);
-  check_output(y, M);
-  check_tiles(tiles, at::kByte, N, K, K / 2);
-  TORCH_CHECK(group % INT4_BLOCK == 0 && K % group == 0, "the int4 group must be a multiple of 32 dividing K");
-  const int64_t groups = K / group, tiles_count = (N + TILE_ROWS - 1) / TILE_ROWS;
-  for (const at::Tensor* t : {&scales, &minimums})
-    TORCH_CHECK(t->scalar_type() == at::kHalf && t->numel() == tiles_count * TILE_ROWS * groups &&
-                    t->is_contiguous(),
-                "int4 scales and minimums must be contiguous float16, one per row and group");
-  at::Tensor x_sums = x.view({M, groups, group}).sum(-1).contiguous();
-  Int4Tiles w{tiles.data_ptr<uint8_t>(), reinterpret_cast<const uint16_t*>(scales.data_ptr()),
-              reinterpret_cast<const uint16_t*>(minimums.data_ptr()), K, group};
-  const float* xs = x.data_ptr<float>();
-  const float* sums = x_sums.data_ptr<float>();
-  float* out = y.data_ptr<float>();
-  at::parallel_for(0, tiles_count, GRAIN_TILES, [&](int64_t begin, int64_t end) {
-    for (int64_t tile = begin; tile < end; ++tile) {
-      int64_t m = 0;
-      for (; m + INT4_ROWS_OF_X <= M; m += INT4_ROWS_OF_X) int4_tile<INT4_ROWS_OF_X>(w, tile, xs, sums, m, out, N);
-      for (; m < M; ++m) int4_tile<1>(w, tile, xs, sums, m, out, N);
-    }
-  });
+void int8_linear(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales, at::Tensor& y) {
+  const IntegerRows w = check_integer(x, rows, at::kChar, scales, nullptr, y);
+  integer_product<false>(w, x.data_ptr<float>(), x.size(0), y.size(1), y.data_ptr<float>());
+}
+
+void int4_linear(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales,
+                 const at::Tensor& minimums, at::Tensor& y) {
+  const IntegerRows w = check_integer(x, rows, at::kByte, scales, &minimums, y);
+  integer_product<true>(w, x.data_ptr<float>(), x.size(0), y.size(1), y.data_ptr<float>());
 }
 
 }  // namespace
@@ -555,8 +504,8 @@ void int4_linear(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor&
 TORCH_LIBRARY(sqlscout_cpu, m) {
   m.def("float_linear(Tensor x, Tensor tiles, Tensor(a!) out) -> ()");
   m.def("bf16_dot_linear(Tensor x, Tensor tiles, Tensor(a!) out) -> ()");
-  m.def("int8_linear(Tensor x, Tensor tiles, Tensor scales, Tensor(a!) out) -> ()");
-  m.def("int4_linear(Tensor x, Tensor tiles, Tensor scales, Tensor minimums, int group, Tensor(a!) out) -> ()");
+  m.def("int8_linear(Tensor x, Tensor rows, Tensor scales, Tensor(a!) out) -> ()");
+  m.def("int4_linear(Tensor x, Tensor rows, Tensor scales, Tensor minimums, Tensor(a!) out) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(sqlscout_cpu, CPU, m) {

@@ -12,6 +12,7 @@ from torch.utils.cpp_extension import load
 
 from kernels.cpu import SOURCE
 from kernels.reference import weight_products as layout
+from tests.kernels.integer_weights import dequantized, random_integer_weights
 
 SHAPES = [(37, 64), (1029, 128), (5, 48), (4099, 2048)]
 
@@ -25,34 +26,21 @@ def check(ops) -> float:
         for rows in (1, 3, 5, 8):
             x = torch.randn(rows, k, generator=generator)
             for kind in ("float32", "bfloat16", "bf16_dot", "int8", "int4"):
-                if kind == "int4" and k % 64:
-                    continue
                 out = torch.full((rows, n), float("nan"))
-                if kind == "int8":
-                    values = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=generator)
-                    blocked = layout.block_int8(values)
-                    scales = (torch.rand(n, blocked.shape[1] // 32, generator=generator) * 0.01).half()
-                    ops.int8_linear(torch.nn.functional.pad(x, (0, blocked.shape[1] - k)), blocked, scales, out)
-                    want = layout.int8_product(x, blocked, scales)
-                    worst = max(worst, _error(out, want, f"int8 {n}x{k}, {rows} rows"))
+                if kind in ("int8", "int4"):
+                    parts = random_integer_weights(kind, n, k, generator)
+                    padded_x = torch.nn.functional.pad(x, (0, dequantized(kind, parts).shape[1] - k))
+                    getattr(ops, f"{kind}_linear")(padded_x, *parts, out)
+                    want = layout.integer_product(x, dequantized(kind, parts))
+                    worst = max(worst, _error(out, want, f"{kind} {n}x{k}, {rows} rows"))
                     continue
-                if kind == "int4":
-                    values = torch.randint(0, 16, (n, k), dtype=torch.uint8, generator=generator)
-                    scales = layout.tile_groups((torch.rand(n, k // 64, generator=generator) * 0.01).half())
-                    minimums = layout.tile_groups(
-                        (torch.randn(n, k // 64, generator=generator) * 0.05).half()
-                    )
-                    tiles = layout.tile_rows(layout.pack_int4(values))
-                    ops.int4_linear(x, tiles, scales, minimums, 64, out)
-                    dense = layout.dequantize_int4(tiles, scales, minimums, 64)
+                tiles = layout.tile_rows(weight if kind == "float32" else weight.bfloat16())
+                dense = layout.dequantize_float(tiles)
+                if kind == "bf16_dot":
+                    x = x.bfloat16()
+                    ops.bf16_dot_linear(x, tiles, out)
                 else:
-                    tiles = layout.tile_rows(weight if kind == "float32" else weight.bfloat16())
-                    dense = layout.dequantize_float(tiles)
-                    if kind == "bf16_dot":
-                        x = x.bfloat16()
-                        ops.bf16_dot_linear(x, tiles, out)
-                    else:
-                        ops.float_linear(x, tiles, out)
+                    ops.float_linear(x, tiles, out)
                 want = x.double() @ dense[:n, :k].double().T
                 worst = max(worst, _error(out, want, f"{kind} {n}x{k}, {rows} rows"))
                 x = x.float()

@@ -16,6 +16,7 @@ import torch
 
 from kernels import cpu as cpu_kernels
 from kernels.reference import weight_products as layout
+from tests.kernels.integer_weights import dequantized, random_integer_weights
 
 ROOT = Path(__file__).resolve().parents[2]
 # The matrices of a Qwen3.5-2B layer (fused as the model holds them) and a slice of its LM head, then odd sizes.
@@ -33,52 +34,28 @@ def ops():
 
 
 def _tiles(kind: str, n: int, k: int, generator: torch.Generator):
-    if kind == "int4":
-        values = torch.randint(0, 16, (n, k), dtype=torch.uint8, generator=generator)
-        groups = k // 64
-        scales = (torch.rand(n, groups, generator=generator) * 0.01).half()
-        minimums = (torch.randn(n, groups, generator=generator) * 0.05).half()
-        return (
-            layout.tile_rows(layout.pack_int4(values)),
-            layout.tile_groups(scales),
-            layout.tile_groups(minimums),
-        )
-    if kind == "int8":
-        values = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=generator)
-        blocked = layout.block_int8(values)
-        scales = (torch.rand(n, blocked.shape[1] // 32, generator=generator) * 0.01).half()
-        return blocked, scales
+    if kind in ("int8", "int4"):
+        return random_integer_weights(kind, n, k, generator)
     return (layout.tile_rows(torch.randn(n, k, generator=generator).to(getattr(torch, kind))),)
 
 
 def _run(ops, kind: str, x: torch.Tensor, parts, n: int) -> torch.Tensor:
     out = torch.full((x.shape[0], n), float("nan"))
-    if kind != "int4":
-        x = torch.nn.functional.pad(x, (0, parts[0].shape[1] - x.shape[1]))
-    if kind == "int4":
-        ops.int4_linear(x, *parts, 64, out)
-    elif kind == "int8":
-        ops.int8_linear(x, *parts, out)
+    if kind in ("int8", "int4"):
+        x = torch.nn.functional.pad(x, (0, dequantized(kind, parts).shape[1] - x.shape[1]))
+        getattr(ops, f"{kind}_linear")(x, *parts, out)
     else:
         ops.float_linear(x, *parts, out)
     return out
 
 
 def _dense(kind: str, parts) -> torch.Tensor:
-    if kind == "int4":
-        return layout.dequantize_int4(*parts, 64)
-    if kind == "int8":
-        return layout.dequantize_int8(*parts)
+    if kind in ("int8", "int4"):
+        return dequantized(kind, parts)
     return layout.dequantize_float(*parts)
 
 
-# int4 takes whole groups of 64 only (the loader keeps other matrices int8).
-CASES = [
-    (kind, n, k)
-    for kind in ("float32", "bfloat16", "int8", "int4")
-    for n, k in REAL_SHAPES + ODD_SHAPES
-    if kind != "int4" or k % 64 == 0
-]
+CASES = [(kind, n, k) for kind in ("float32", "bfloat16", "int8", "int4") for n, k in REAL_SHAPES + ODD_SHAPES]
 
 
 @pytest.mark.parametrize(("kind", "n", "k"), CASES)
@@ -89,11 +66,11 @@ def test_products_match_the_reference(ops, kind, n, k):
     for rows in ROWS_OF_X if n * k <= 2048 * 2048 else (1, 3, 8):
         x = torch.randn(rows, k, generator=generator)
         got = _run(ops, kind, x, parts, n)
-        if kind == "int8":
+        if kind in ("int8", "int4"):
             # x quantized per block of 32, as the product quantizes it; the rest is exact but for fp32 sums.
-            want = layout.int8_product(x, *parts).float()
-            values, x_scales = layout.quantize_activations(torch.nn.functional.pad(x, (0, -k % 512)))
-            x = (values.view(rows, -1, 32) * x_scales[..., None]).view(rows, -1)[:, :k]
+            want = layout.integer_product(x, dequantized(kind, parts)).float()
+            values, x_scales = layout.quantize_activations(torch.nn.functional.pad(x, (0, -k % layout.CHUNK)))
+            x = (values.view(rows, -1, layout.BLOCK) * x_scales[..., None]).view(rows, -1)[:, :k]
         else:
             want = (x.double() @ dense.double().T).float()
         assert not got.isnan().any(), f"{rows} rows: outputs left unwritten"
@@ -124,11 +101,18 @@ def test_bf16_dot_products_match_the_widened_product(ops, n, k):
         (lambda ops, w: ops.float_linear(torch.randn(1, 32), w, torch.empty(1, 9)), "tiles"),
         (
             lambda ops, w: ops.int8_linear(torch.randn(1, 512), w, torch.empty(8), torch.empty(1, 5)),
-            "int8",
+            "integer rows",
         ),
         (
             lambda ops, w: ops.int8_linear(torch.randn(1, 32), w, torch.empty(8), torch.empty(1, 5)),
             "multiples of 512",
+        ),
+        (
+            lambda ops, w: ops.int4_linear(
+                torch.randn(1, 512), torch.zeros(5, 256, dtype=torch.uint8), torch.empty(80).half(),
+                torch.empty(8).half(), torch.empty(1, 5),
+            ),
+            "one per block",
         ),
     ],
 )
@@ -157,13 +141,13 @@ def test_a_tile_is_one_stream_of_its_rows_interleaved():
     assert torch.equal(tiles[64:80], matrix[0, 16:])
 
 
-def test_int8_blocks_put_each_activation_block_in_one_lane_and_round_trip():
+def test_blocks_put_each_activation_block_in_one_lane_and_round_trip():
     values = torch.randint(-127, 128, (3, 600), dtype=torch.int8)
-    blocked = layout.block_int8(values)
+    blocked = layout.block_values(values)
     assert blocked.shape == (3, 1024)
-    back = layout.unblock_int8(blocked)
+    back = layout.unblock_values(blocked)
     assert torch.equal(back[:, :600], values) and not back[:, 600:].any()
-    assert torch.equal(layout.unblock_int8(blocked, slice(1, 3)), back[1:3])
+    assert torch.equal(layout.unblock_values(blocked, slice(1, 3)), back[1:3])
     # Vector j (64 bytes) of a chunk holds values 4j .. 4j + 3 of each of the chunk's 16 blocks of 32, block i in
     # its lane i: vector 1's lane 2 holds values 68 .. 71.
     assert torch.equal(blocked[0, 64 + 8 : 64 + 12], values[0, 68:72])
@@ -180,19 +164,13 @@ def test_activations_are_quantized_per_block_to_their_largest_magnitude():
     assert (values[0, :32] * scales[0, 0] - x[0, :32]).abs().max() <= scales[0, 0] / 2 + 1e-7
 
 
-def test_int4_packs_two_values_a_byte_and_unpacks_them():
-    values = torch.randint(0, 16, (3, 64), dtype=torch.uint8)
+def test_int4_packs_a_chunks_vectors_in_pairs_of_nibbles_and_unpacks_them():
+    values = torch.randint(0, 16, (3, 1024), dtype=torch.uint8)
     packed = layout.pack_int4(values)
-    assert packed.shape == (3, 32)
-    assert torch.equal(packed[0, 0], values[0, 0] | (values[0, 16] << 4))
+    assert packed.shape == (3, 512)
+    # Packed vector 1 of chunk 1 holds the chunk's vectors 2 and 3 (64 bytes each) in its low and high nibbles.
+    assert torch.equal(packed[0, 256 + 64 : 256 + 128], values[0, 512 + 128 : 512 + 192] | (values[0, 512 + 192 : 512 + 256] << 4))
     assert torch.equal(layout.unpack_int4(packed), values)
-
-
-def test_group_values_tile_like_their_rows():
-    per_group = torch.randn(6, 3)
-    tiled = layout.tile_groups(per_group)
-    assert tiled.shape == (8 * 3,)
-    assert torch.equal(layout.untile_groups(tiled, 3)[:6], per_group)
 
 
 def test_without_a_compiler_the_products_fall_back_with_one_notice(monkeypatch, caplog):

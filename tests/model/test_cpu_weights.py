@@ -17,7 +17,7 @@ from model.engine import QUANTIZED_CACHE, Engine
 from model.engine_options import EngineOptions
 from model.linear import linear
 from model.loader import is_matrix
-from model.quantize import INT4_GROUP, quantize_int4, quantize_int8
+from model.quantize import quantize_int4, quantize_int8
 from model.qwen35 import Qwen35Model
 from model.sampling_params import SamplingParams
 
@@ -40,12 +40,12 @@ def test_int8_maps_each_blocks_largest_magnitude_to_127_and_rounds_to_the_neares
     assert ((values[:, :80].float() * step - weight).abs() <= step / 2 + 1e-7).all()
 
 
-def test_int4_fits_each_group_at_least_as_well_as_its_range():
-    weight = _weight(37, 4 * INT4_GROUP)
+def test_int4_fits_each_block_at_least_as_well_as_its_range():
+    weight = _weight(37, 4 * layout.BLOCK)
     values, scales, minimums = quantize_int4(weight)
     assert values.dtype == torch.uint8 and int(values.max()) <= 15
-    groups = weight.view(37, 4, INT4_GROUP)
-    got = values.view(37, 4, INT4_GROUP).float() * scales.float()[..., None] + minimums.float()[..., None]
+    groups = weight.view(37, 4, layout.BLOCK)
+    got = values.view(37, 4, layout.BLOCK).float() * scales.float()[..., None] + minimums.float()[..., None]
     error = (got - groups).square().sum(-1)
     low, high = groups.amin(-1), groups.amax(-1)
     step = (high - low) / 15
@@ -55,16 +55,19 @@ def test_int4_fits_each_group_at_least_as_well_as_its_range():
     assert (error <= (plain - groups).square().sum(-1) * 1.01 + 1e-12).all()
 
 
-def test_int4_of_constant_and_zero_groups_is_exact():
-    weight = torch.zeros(4, 2 * INT4_GROUP)
-    weight[1, :INT4_GROUP] = 0.25
+def test_int4_of_constant_and_zero_blocks_is_exact():
+    weight = torch.zeros(4, 2 * layout.BLOCK)
+    weight[1, : layout.BLOCK] = 0.25
     q = to_cpu_weight(weight, "int4")
-    assert torch.equal(q.dequantize()[:4], weight)
+    assert torch.equal(q.dequantize()[:4, : 2 * layout.BLOCK], weight)
 
 
-def test_int4_needs_whole_groups():
-    with pytest.raises(ValueError, match="do not divide"):
-        quantize_int4(torch.randn(4, 40))
+def test_int4_pads_a_partial_block_with_zeros():
+    weight = _weight(5, 40)
+    values, scales, minimums = quantize_int4(weight)
+    assert values.shape == (5, 64) and scales.shape == minimums.shape == (5, 2)
+    back = values.float().view(5, 2, 32) * scales.float()[..., None] + minimums.float()[..., None]
+    assert (back.view(5, 64)[:, :40] - weight).abs().max() <= scales.float().max() / 2 + 1e-6
 
 
 @pytest.mark.parametrize("kind", ["float32", "bfloat16", "int8", "int4"])
@@ -74,19 +77,18 @@ def test_int4_needs_whole_groups():
         (37, 64, (1, 1)),  # one decode token: the C++ product
         (37, 64, (3, 1)),  # a batched decode step
         (1029, 128, (1, PRODUCT_MAX_ROWS + 5)),  # a prefill: dense blocks, the last one partial
-        (37, 40, (2, 1)),  # an inner size the tiles pad (int4 keeps whole groups: 128 instead)
+        (37, 40, (2, 1)),  # an inner size the tiles and blocks pad
     ],
 )
 @pytest.mark.parametrize("compiled", [True, False])
 def test_linear_matches_the_dequantized_weight(monkeypatch, kind, rows, columns, batch, compiled):
     if not compiled:
         monkeypatch.setattr(cpu_weights.cpu_kernels, "products", lambda: None)
-    columns = columns if kind != "int4" or columns % INT4_GROUP == 0 else 128
     weight = to_cpu_weight(_weight(rows, columns), kind)
     x = torch.randn(*batch, columns, generator=torch.Generator().manual_seed(1))
-    if kind == "int8" and compiled and x[..., 0].numel() <= PRODUCT_MAX_ROWS:
-        # The C++ int8 product quantizes the activations per block of 32; a dense product keeps them in fp32.
-        flat = layout.int8_product(x.reshape(-1, columns), weight.tiles, weight.scales)
+    if kind in ("int8", "int4") and compiled and x[..., 0].numel() <= PRODUCT_MAX_ROWS:
+        # The C++ integer products quantize the activations per block of 32; a dense product keeps them in fp32.
+        flat = layout.integer_product(x.reshape(-1, columns), weight.dequantize())
         expected = flat[:, :rows].reshape(*batch, rows)
     else:
         expected = x.double() @ weight.dequantize()[:rows, :columns].double().T
@@ -166,7 +168,7 @@ def test_load_quantizes_every_projection_and_the_head_and_keeps_the_rest(
     for name, weight in weights.items():
         if is_matrix(name):
             assert isinstance(weight, CpuWeight), name
-            want = "int8" if name == "lm_head.weight" or weight.shape[1] % INT4_GROUP else quantize
+            want = "int8" if name == "lm_head.weight" else quantize
             assert weight.kind == want, name
             rows, columns = weight.shape
             original = dense[name].dequantize()[:rows, :columns]
@@ -181,22 +183,6 @@ def test_load_quantizes_every_projection_and_the_head_and_keeps_the_rest(
             ), name
     # The head, and per layer the MLP's two matrices and the mixer's input and output projections.
     assert sum(map(is_matrix, weights)) == 1 + 4 * quantized.config.num_hidden_layers
-
-
-def test_int4_projections_of_the_real_width_are_int4(tmp_path):
-    """The tiny models' widths are not whole groups of 64; a model of width 128 is int4 throughout but the head."""
-    from benchmarks.random_checkpoint import write_tiny_checkpoint
-
-    directory = write_tiny_checkpoint(
-        tmp_path / "wide", text_config=dict(hidden_size=128, intermediate_size=192, num_hidden_layers=2)
-    )
-    engine = Engine.load(directory, EngineOptions(device="cpu", dtype="float32", quantize="int4"))
-    kinds = {name: w.kind for name, w in engine.model.weights.items() if isinstance(w, CpuWeight)}
-    assert kinds.pop("lm_head.weight") == "int8"
-    assert set(kinds.values()) == {"int4"}
-    session = engine.new_session(max_tokens=32)
-    session.append([1, 2, 3])
-    assert torch.isfinite(session.last_logits).all()
 
 
 def test_quantized_logits_stay_close_to_the_fp32_ones(checkpoint_dirs, engines):
@@ -240,7 +226,7 @@ def _load(directory, cache_dir, quantize: str) -> Engine:
 
 def _same(a: CpuWeight, b: CpuWeight) -> bool:
     parts = ("tiles", "scales", "minimums")
-    return (a.kind, a.shape, a.group) == (b.kind, b.shape, b.group) and all(
+    return (a.kind, a.shape) == (b.kind, b.shape) and all(
         (getattr(a, p) is None and getattr(b, p) is None) or torch.equal(getattr(a, p), getattr(b, p))
         for p in parts
     )
