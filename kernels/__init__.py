@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from kernels import cpu as cpu_kernels
 from kernels import reference
 from kernels.backend import get_backend, set_backend, use_triton
 from kernels.checks import (
@@ -136,6 +137,13 @@ def attention(
         from kernels.ops.attention_prefill import attention_prefill_triton
 
         return attention_prefill_triton(q, k_cache, v_cache, gate, start, scale)
+    # The fused step reads each position's head a vector of 16 values at a time.
+    steppable = q.device.type == "cpu" and q.shape[1] == 1 and q.shape[-1] % 16 == 0
+    if steppable and (compiled := cpu_kernels.ops()):
+        out = torch.empty_like(q)
+        start = start.to(dtype=torch.long).contiguous()
+        compiled.attention_step(q.contiguous(), k_cache, v_cache, gate.contiguous(), start, scale, out)
+        return out
     return _attention_ref.attention(q, k_cache, v_cache, gate, start, scale)
 
 
@@ -205,4 +213,22 @@ def gated_delta_rule(
         from kernels.ops.gated_delta_rule import gated_delta_rule_triton
 
         return gated_delta_rule_triton(q, k, v, a, b, A_log, dt_bias, state, trail=trail)
+    # The fused step updates the state in place: a state gathered into a copy takes the reference.
+    on_cpu = v.device.type == "cpu" and state.is_contiguous()
+    if on_cpu and (length == 1 or trail is not None) and (compiled := cpu_kernels.ops()):
+        return _gdn_cpu_steps(compiled, q, k, v, a, b, A_log, dt_bias, state, trail)
     return _gdn_ref.gated_delta_rule(q, k, v, a, b, A_log, dt_bias, state, trail)
+
+
+def _gdn_cpu_steps(compiled, q, k, v, a, b, A_log, dt_bias, state, trail) -> torch.Tensor:
+    """The token recurrence through the fused C++ step, a token at a time (a verify pass keeps each state)."""
+    inputs = [x.to(v.dtype) for x in (q, k, v, a, b)]
+    A_log, dt_bias = A_log.float().contiguous(), dt_bias.float().contiguous()
+    outputs = []
+    for t in range(v.shape[1]):
+        token = [x[:, t : t + 1].contiguous() for x in inputs]
+        outputs.append(torch.empty_like(token[2]))
+        compiled.gated_delta_step(*token, A_log, dt_bias, state, outputs[-1])
+        if trail is not None:
+            trail[:, t].copy_(state)
+    return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=1)

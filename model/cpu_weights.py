@@ -87,7 +87,7 @@ def cpu_linear(x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
     """x @ weight.T in x's dtype, accumulated in fp32 (bf16 activations times bf16 weights are exact products)."""
     out_features, in_features = weight.shape
     flat = x.reshape(-1, in_features)
-    ops = cpu_kernels.products()
+    ops = cpu_kernels.ops()
     if ops is not None and flat.shape[0] <= PRODUCT_MAX_ROWS:
         # bf16 activations meet bf16 weights as they are (dot products in hardware where the CPU has them);
         # every other pair takes fp32 activations.

@@ -98,7 +98,7 @@ class Engine:
         options.check_device(device.type)
         if device.type == "cpu":
             set_cpu_threads(options.threads)
-            cpu_kernels.products()  # built (once per machine) before the first token, not during it
+            cpu_kernels.ops()  # built (once per machine) before the first token, not during it
         dtype = getattr(torch, options.dtype) if options.dtype is not None else chosen_dtype(device)
         config = Qwen35Config.from_model_dir(path)
         cache_dir = options.cache_dir

@@ -22,7 +22,10 @@ from model.cpu_weights import CpuWeight
 log = logging.getLogger(__name__)
 
 # Bump when a quantization's numbers or layout change, so older cache files are not read.
-SCHEMES = {"int8": "int8-fp16-scale-per-32-dot-blocks-v3", "int4": "int4-fp16-scale-minimum-per-32-dot-blocks-v2"}
+SCHEMES = {
+    "int8": "int8-fp16-scale-per-32-dot-blocks-v3",
+    "int4": "int4-fp16-scale-minimum-per-32-dot-blocks-v2",
+}
 PARTS = ("tiles", "scales", "minimums")
 
 

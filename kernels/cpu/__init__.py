@@ -1,9 +1,11 @@
-"""The C++ CPU weight products (weight_products.cpp), compiled for this machine's CPU on first use.
+"""The C++ CPU kernels, compiled for this machine's CPU on first use: the weight products (weight_products.cpp)
+and the fused one-token gated delta rule and attention steps of a decode token (gated_delta_step.cpp,
+attention_step.cpp), one library.
 
 torch.utils.cpp_extension builds the library once (about 10-20 s) into torch's extension cache
 (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and reloads it from there; a changed source or
 compiler flag builds again. Without a C++ compiler, with SQLSCOUT_KERNELS=torch, or when the build fails, the
-products run in plain PyTorch instead (kernels/reference/weight_products.py), after a one-line notice.
+same math runs in plain PyTorch instead (kernels/reference), after a one-line notice.
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ from kernels.backend import get_backend
 
 log = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("weight_products.cpp")
+SOURCES = [
+    Path(__file__).with_name(name)
+    for name in ("weight_products.cpp", "gated_delta_step.cpp", "attention_step.cpp")
+]
 LIBRARY = "sqlscout_cpu_products"
 ARM_MACHINES = ("arm64", "aarch64")
-OPS = ("float_linear", "bf16_dot_linear", "int8_linear", "int4_linear")
+OPS = ("float_linear", "bf16_dot_linear", "int8_linear", "int4_linear", "gated_delta_step", "attention_step")
 
 
 def _tuning_flag() -> str:
@@ -53,7 +58,7 @@ def _build() -> object | None:
     try:
         cpp_extension.load(
             name=LIBRARY,
-            sources=[str(SOURCE)],
+            sources=[str(source) for source in SOURCES],
             extra_cflags=flags,
             extra_ldflags=["-fopenmp"],
             is_python_module=False,
@@ -68,22 +73,22 @@ def _build() -> object | None:
         )
         return None
     for name in OPS:
-        # The products write their output in place: to torch.compile they are calls that return nothing.
+        # The ops write their outputs in place: to torch.compile they are calls that return nothing.
         torch.library.register_fake(f"sqlscout_cpu::{name}")(lambda *args: None)
     return torch.ops.sqlscout_cpu
 
 
 _UNBUILT = object()
 # A plain global rather than a cache decorator: torch.compile reads it as a constant in a compiled step.
-_products: object | None = _UNBUILT
+_ops: object | None = _UNBUILT
 
 
-def products() -> object | None:
-    """The compiled products (torch.ops.sqlscout_cpu), built on the first call, or None where the torch reference
+def ops() -> object | None:
+    """The compiled kernels (torch.ops.sqlscout_cpu), built on the first call, or None where the torch reference
     runs instead."""
-    global _products
+    global _ops
     if get_backend() == "torch":
         return None
-    if _products is _UNBUILT:
-        _products = _build()
-    return _products
+    if _ops is _UNBUILT:
+        _ops = _build()
+    return _ops

@@ -1,5 +1,5 @@
-"""Builds the C++ weight products for another instruction set than this CPU's best (AVX2 without AVX-512, or no
-vector extension at all) and checks each product against the torch reference: run as
+"""Builds the C++ CPU kernels for another instruction set than this CPU's best (AVX2 without AVX-512, or no vector
+extension at all) and checks each product and fused step against the torch reference: run as
 `python -m tests.kernels.other_isa_products "FLAGS" BUILD_DIR` in a process of its own, since the library
 registers the same operators as the one the engine builds."""
 
@@ -10,7 +10,9 @@ import sys
 import torch
 from torch.utils.cpp_extension import load
 
-from kernels.cpu import SOURCE
+from kernels.cpu import SOURCES
+from kernels.reference import attention as attention_ref
+from kernels.reference import gated_delta_rule as gdn_ref
 from kernels.reference import weight_products as layout
 from tests.kernels.integer_weights import dequantized, random_integer_weights
 
@@ -44,7 +46,29 @@ def check(ops) -> float:
                 want = x.double() @ dense[:n, :k].double().T
                 worst = max(worst, _error(out, want, f"{kind} {n}x{k}, {rows} rows"))
                 x = x.float()
-    return worst
+    return max(worst, _check_steps(ops, generator))
+
+
+def _check_steps(ops, generator: torch.Generator) -> float:
+    """The largest error of the fused gated delta and attention steps (fp32, two rows)."""
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=generator)
+
+    q, k, v, a, b = rand(2, 1, 2, 32), rand(2, 1, 2, 32), rand(2, 1, 4, 16), rand(2, 1, 4), rand(2, 1, 4)
+    A_log, dt_bias = torch.rand(4, generator=generator).log(), torch.rand(4, generator=generator)
+    state = torch.randn(2, 4, 32, 16, generator=generator)
+    want_state = state.clone()
+    want = gdn_ref.gated_delta_rule(q, k, v, a, b, A_log, dt_bias, want_state)
+    out = torch.full_like(v, float("nan"))
+    ops.gated_delta_step(q, k, v, a, b, A_log, dt_bias, state, out)
+    worst = max(_error(out, want.double(), "gated delta step"), _error(state, want_state.double(), "state"))
+    query, gate, k_cache, v_cache = rand(2, 1, 4, 32), rand(2, 1, 4, 32), rand(2, 2, 9, 32), rand(2, 2, 9, 32)
+    start = torch.tensor([8, 3])
+    want = attention_ref.attention(query, k_cache, v_cache, gate, start, 0.2)
+    out = torch.full_like(query, float("nan"))
+    ops.attention_step(query, k_cache, v_cache, gate, start, 0.2, out)
+    return max(worst, _error(out, want.double(), "attention step"))
 
 
 def _error(out: torch.Tensor, want: torch.Tensor, what: str) -> float:
@@ -57,7 +81,7 @@ if __name__ == "__main__":
     flags, build_dir = sys.argv[1].split(), sys.argv[2]
     load(
         name="sqlscout_cpu_products_check",
-        sources=[str(SOURCE)],
+        sources=[str(source) for source in SOURCES],
         extra_cflags=["-O3", *flags, "-fopenmp", "-Wno-psabi"],
         extra_ldflags=["-fopenmp"],
         is_python_module=False,

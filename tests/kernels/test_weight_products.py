@@ -27,7 +27,7 @@ ROWS_OF_X = [1, 2, 3, 5, 8, 16]
 
 @pytest.fixture(scope="module")
 def ops():
-    built = cpu_kernels.products()
+    built = cpu_kernels.ops()
     # This machine has a compiler: a build that fails is a failure, not a reason to skip.
     assert built is not None, "the C++ weight products did not build"
     return built
@@ -55,7 +55,9 @@ def _dense(kind: str, parts) -> torch.Tensor:
     return layout.dequantize_float(*parts)
 
 
-CASES = [(kind, n, k) for kind in ("float32", "bfloat16", "int8", "int4") for n, k in REAL_SHAPES + ODD_SHAPES]
+CASES = [
+    (kind, n, k) for kind in ("float32", "bfloat16", "int8", "int4") for n, k in REAL_SHAPES + ODD_SHAPES
+]
 
 
 @pytest.mark.parametrize(("kind", "n", "k"), CASES)
@@ -109,8 +111,11 @@ def test_bf16_dot_products_match_the_widened_product(ops, n, k):
         ),
         (
             lambda ops, w: ops.int4_linear(
-                torch.randn(1, 512), torch.zeros(5, 256, dtype=torch.uint8), torch.empty(80).half(),
-                torch.empty(8).half(), torch.empty(1, 5),
+                torch.randn(1, 512),
+                torch.zeros(5, 256, dtype=torch.uint8),
+                torch.empty(80).half(),
+                torch.empty(8).half(),
+                torch.empty(1, 5),
             ),
             "one per block",
         ),
@@ -160,7 +165,12 @@ def test_activations_are_quantized_per_block_to_their_largest_magnitude():
     x[1, 32:] = 0.5
     values, scales = layout.quantize_activations(x)
     assert torch.allclose(scales, torch.tensor([[2 / 127, 0.0], [0.0, 0.5 / 127]]))
-    assert values[0, 0] == -127 and values[1, 40] == 127 and not values[0, 32:].any() and not values[1, :32].any()
+    assert (
+        values[0, 0] == -127
+        and values[1, 40] == 127
+        and not values[0, 32:].any()
+        and not values[1, :32].any()
+    )
     assert (values[0, :32] * scales[0, 0] - x[0, :32]).abs().max() <= scales[0, 0] / 2 + 1e-7
 
 
@@ -169,7 +179,10 @@ def test_int4_packs_a_chunks_vectors_in_pairs_of_nibbles_and_unpacks_them():
     packed = layout.pack_int4(values)
     assert packed.shape == (3, 512)
     # Packed vector 1 of chunk 1 holds the chunk's vectors 2 and 3 (64 bytes each) in its low and high nibbles.
-    assert torch.equal(packed[0, 256 + 64 : 256 + 128], values[0, 512 + 128 : 512 + 192] | (values[0, 512 + 192 : 512 + 256] << 4))
+    assert torch.equal(
+        packed[0, 256 + 64 : 256 + 128],
+        values[0, 512 + 128 : 512 + 192] | (values[0, 512 + 192 : 512 + 256] << 4),
+    )
     assert torch.equal(layout.unpack_int4(packed), values)
 
 
@@ -182,10 +195,10 @@ def test_without_a_compiler_the_products_fall_back_with_one_notice(monkeypatch, 
     monkeypatch.setattr(cpp_extension, "load", no_compiler)
     # Built afresh for this test only: monkeypatch puts the engine's loaded library back afterwards (loading it
     # a second time would register its operators twice).
-    monkeypatch.setattr(cpu_kernels, "_products", cpu_kernels._UNBUILT)
+    monkeypatch.setattr(cpu_kernels, "_ops", cpu_kernels._UNBUILT)
     with caplog.at_level(logging.WARNING):
-        assert cpu_kernels.products() is None
-        assert cpu_kernels.products() is None
+        assert cpu_kernels.ops() is None
+        assert cpu_kernels.ops() is None
     notices = [r for r in caplog.records if "plain PyTorch" in r.getMessage()]
     assert len(notices) == 1 and "g++: command not found" in notices[0].getMessage()
 

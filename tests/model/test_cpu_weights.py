@@ -83,7 +83,7 @@ def test_int4_pads_a_partial_block_with_zeros():
 @pytest.mark.parametrize("compiled", [True, False])
 def test_linear_matches_the_dequantized_weight(monkeypatch, kind, rows, columns, batch, compiled):
     if not compiled:
-        monkeypatch.setattr(cpu_weights.cpu_kernels, "products", lambda: None)
+        monkeypatch.setattr(cpu_weights.cpu_kernels, "ops", lambda: None)
     weight = to_cpu_weight(_weight(rows, columns), kind)
     x = torch.randn(*batch, columns, generator=torch.Generator().manual_seed(1))
     if kind in ("int8", "int4") and compiled and x[..., 0].numel() <= PRODUCT_MAX_ROWS:
