@@ -1,5 +1,5 @@
 """What speculative decoding from the context buys at the real Qwen3.5-2B size on the CPU, against plain decoding in
-the same run: `python -m benchmarks.speculative [--variants default int8]` prints one JSON report.
+the same run: `python -m benchmarks.speculative [--variants default int8 int4]` prints one JSON report.
 
 A random model's own text says nothing about acceptance, so the agent-episode benchmark's scripted episodes
 stand in for the trained model's: recorded once through the agent on the demo database (the tool results are
@@ -34,7 +34,7 @@ from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
 
 GREEDY = SamplingParams(temperature=0)
-VARIANTS = {"default": {}, "int8": {"quantize": "int8"}}
+VARIANTS = {"default": {}, "int8": {"quantize": "int8"}, "int4": {"quantize": "int4"}}
 DRAFT_TOKENS = (1, 2, 4, 8)
 CONTEXT = 2048  # tokens before the timed verify passes
 RANDOM_TOKENS = 160
