@@ -197,6 +197,23 @@ constexpr int64_t GRAIN_ROWS = 64;
 using u8x64 = uint8_t __attribute__((vector_size(VECTOR)));
 using i8x64 = int8_t __attribute__((vector_size(VECTOR)));
 
+// Lane i of acc plus the dot product of bytes 4i .. 4i + 3 of w and x, both read as signed (exact for unsigned w
+// below 128): Arm's dot product instruction, else plain C++.
+inline i32v signed_bytes_dot4(i32v acc, const int8_t* w, const int8_t* x) {
+#if defined(__ARM_FEATURE_DOTPROD)
+  int32x4_t sums[4];
+  std::memcpy(sums, &acc, sizeof sums);
+  for (int q = 0; q < 4; ++q) sums[q] = vdotq_s32(sums[q], vld1q_s8(w + 16 * q), vld1q_s8(x + 16 * q));
+  return load<i32v>(sums);
+#else
+  int32_t lanes[LANES];
+  std::memcpy(lanes, &acc, sizeof lanes);
+  for (int i = 0; i < LANES; ++i)
+    for (int t = 0; t < 4; ++t) lanes[i] += int32_t(w[4 * i + t]) * int32_t(x[4 * i + t]);
+  return load<i32v>(lanes);
+#endif
+}
+
 // unsigned_dot4(acc, w, x): lane i of acc plus the dot product of w's bytes 4i .. 4i + 3 (unsigned, below 128
 // unless the CPU has VNNI) and x's (signed).
 inline i32v unsigned_dot4(i32v acc, u8x64 w, i8x64 x) {
@@ -219,19 +236,8 @@ inline i32v unsigned_dot4(i32v acc, u8x64 w, i8x64 x) {
 #endif
   }
   return load<i32v>(sums);
-#elif defined(__ARM_FEATURE_DOTPROD)
-  int32x4_t sums[4];
-  std::memcpy(sums, &acc, sizeof sums);
-  for (int q = 0; q < 4; ++q)
-    sums[q] = vdotq_s32(sums[q], vreinterpretq_s8_u8(load<uint8x16_t>(reinterpret_cast<const uint8_t*>(&w) + 16 * q)),
-                        load<int8x16_t>(reinterpret_cast<const int8_t*>(&x) + 16 * q));
-  return load<i32v>(sums);
 #else
-  int32_t lanes[LANES];
-  std::memcpy(lanes, &acc, sizeof lanes);
-  for (int i = 0; i < LANES; ++i)
-    for (int t = 0; t < 4; ++t) lanes[i] += int32_t(w[4 * i + t]) * int32_t(x[4 * i + t]);
-  return load<i32v>(lanes);
+  return signed_bytes_dot4(acc, reinterpret_cast<const int8_t*>(&w), reinterpret_cast<const int8_t*>(&x));
 #endif
 }
 
@@ -262,28 +268,12 @@ inline i32v signed_dot4(i32v acc, const PreparedWeights& w, i8x64 x) {
   for (int h = 0; h < 2; ++h) xs[h] = _mm256_sign_epi8(xs[h], w.signs[h]);
   return unsigned_dot4(acc, load<u8x64>(w.magnitudes), load<i8x64>(xs));
 }
-#elif defined(__ARM_FEATURE_DOTPROD)
-constexpr bool DOT_IS_BIASED = false;
-using PreparedWeights = i8x64;
-inline PreparedWeights prepare(const int8_t* w) { return load<i8x64>(w); }
-inline i32v signed_dot4(i32v acc, PreparedWeights w, i8x64 x) {
-  int32x4_t sums[4];
-  std::memcpy(sums, &acc, sizeof sums);
-  for (int q = 0; q < 4; ++q)
-    sums[q] = vdotq_s32(sums[q], load<int8x16_t>(reinterpret_cast<const int8_t*>(&w) + 16 * q),
-                        load<int8x16_t>(reinterpret_cast<const int8_t*>(&x) + 16 * q));
-  return load<i32v>(sums);
-}
 #else
 constexpr bool DOT_IS_BIASED = false;
 using PreparedWeights = i8x64;
 inline PreparedWeights prepare(const int8_t* w) { return load<i8x64>(w); }
 inline i32v signed_dot4(i32v acc, PreparedWeights w, i8x64 x) {
-  int32_t lanes[LANES];
-  std::memcpy(lanes, &acc, sizeof lanes);
-  for (int i = 0; i < LANES; ++i)
-    for (int t = 0; t < 4; ++t) lanes[i] += int32_t(w[4 * i + t]) * int32_t(x[4 * i + t]);
-  return load<i32v>(lanes);
+  return signed_bytes_dot4(acc, reinterpret_cast<const int8_t*>(&w), reinterpret_cast<const int8_t*>(&x));
 }
 #endif
 
