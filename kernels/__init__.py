@@ -1,4 +1,5 @@
-"""Kernel entry points of the Qwen3.5 forward pass: Triton on CUDA tensors, the torch reference elsewhere.
+"""Kernel entry points of the Qwen3.5 forward pass: Triton on CUDA tensors; on the CPU, the fused C++ steps of a
+decode token (kernels/cpu) for attention and the gated delta rule, the torch reference for the rest.
 
 Force either with `set_backend("triton" | "torch" | "auto")` or the environment variable SQLSCOUT_KERNELS.
 """
