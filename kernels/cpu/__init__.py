@@ -52,7 +52,7 @@ def _build() -> object | None:
     from torch.utils import cpp_extension
 
     _put_ninja_on_path()
-    log.info("loading the CPU weight products (compiled for this CPU on first use, about 15 s)")
+    log.info("loading the CPU kernels (compiled for this CPU on first use, about 15 s)")
     # -Wno-psabi: the vector helpers are inline and internal, so the ABI notes GCC prints are noise.
     flags = ["-O3", _tuning_flag(), "-fopenmp", "-Wno-psabi"]
     try:
@@ -67,7 +67,7 @@ def _build() -> object | None:
     except (OSError, RuntimeError, ImportError, SystemExit) as error:
         reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
         log.warning(
-            "CPU weight products run in plain PyTorch (slower decoding): the C++ products could not be built "
+            "the CPU kernels run in plain PyTorch (slower decoding): the C++ kernels could not be built "
             "(%s); install a C++ compiler (g++ or clang++) to build them",
             reason,
         )
