@@ -158,9 +158,10 @@ def report(results: dict[str, dict], prompt_tokens: int, greedy_tokens: int) -> 
         f"Machine: {platform.machine()}; date {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}. Random "
         f"checkpoints; a {prompt_tokens}-token random prompt. Reference: the same checkpoint with bf16 weights. "
         "int8: a scale per 32 values of a row; int4: a scale and a minimum per 32 values, fitted by least squares, "
-        "the LM head int8 (both with bf16 activations, quantized to int8 per 32 values in the decode products); fp32: fp32 activations, to show how much bf16 itself moves the "
-        "model. llama.cpp: its logits for the same token ids from its BF16, Q8_0 and Q4_K_M files of the "
-        "checkpoint (its own conversion and quantization), against the same reference. Stream error: relative L2 error of the residual stream after a layer. "
+        "the LM head int8 (both with bf16 activations, quantized to int8 per 32 values in the decode products); "
+        "fp32: fp32 activations, to show how much bf16 itself moves the model. "
+        "llama.cpp: its logits for the same token ids from its BF16, Q8_0 and Q4_K_M files of the checkpoint "
+        "(its own conversion and quantization), against the same reference. Stream error: relative L2 error of the residual stream after a layer. "
         "Logits: max error at the last position over the largest logit, relative L2 over all positions, and "
         "the share of prompt positions whose top-1 token agrees.",
         "",

@@ -77,7 +77,8 @@ def to_cpu_weight(weight: torch.Tensor, kind: str) -> CpuWeight:
         blocked = layout.block_values(values)
         if kind == "int4":
             blocked = layout.pack_int4(blocked)
-        padding = blocked.shape[1] * (2 if kind == "int4" else 1) // layout.BLOCK - scales.shape[1]
+        # Scales of the zero blocks that pad K to whole chunks are zeros too.
+        padding = layout.padded(weight.shape[1], layout.CHUNK) // layout.BLOCK - scales.shape[1]
         scales, *minimums = (F.pad(t, (0, padding)) for t in (scales, *minimums))
         return CpuWeight(kind, blocked, weight.shape, scales, *minimums)
     return CpuWeight(kind, layout.tile_rows(weight.to(getattr(torch, kind))), weight.shape)

@@ -8,9 +8,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels.reference.weight_products import BLOCK
+from kernels.reference.weight_products import BLOCK, INT8_MAX, padded
 
-INT8_MAX = 127
 INT4_LEVELS = 15
 # Rows quantized at once: bounds the fp32 working copies at about 100 MB for a 2,048-wide matrix.
 BLOCK_ROWS = 8192
@@ -31,7 +30,7 @@ def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     Scales are rounded to fp16 before the values are computed, so the values fit the scale the products use.
     """
     rows, columns = weight.shape
-    width = -(-columns // BLOCK) * BLOCK
+    width = padded(columns, BLOCK)
     values = torch.empty(rows, width, dtype=torch.int8, device=weight.device)
     scales = torch.empty(rows, width // BLOCK, dtype=torch.float16, device=weight.device)
     for begin in range(0, rows, BLOCK_ROWS):
@@ -53,7 +52,7 @@ def quantize_int4(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tor
     rounded to fp16 before the values are computed from them.
     """
     rows, columns = weight.shape
-    width = -(-columns // BLOCK) * BLOCK
+    width = padded(columns, BLOCK)
     values = torch.empty(rows, width, dtype=torch.uint8, device=weight.device)
     scales = torch.empty(rows, width // BLOCK, dtype=torch.float16, device=weight.device)
     minimums = torch.empty_like(scales)
