@@ -1,5 +1,5 @@
-"""Kernel entry points of the Qwen3.5 forward pass: Triton on CUDA tensors; on the CPU, the fused C++ steps of a
-decode token (kernels/cpu) for attention and the gated delta rule, the torch reference for the rest.
+"""Kernel entry points of the Qwen3.5 forward pass: Triton on CUDA tensors; on the CPU, the C++ kernels (kernels/cpu)
+for RMSNorm and for a decode token's attention and Gated DeltaNet layer, the torch reference for the rest.
 
 Force either with `set_backend("triton" | "torch" | "auto")` or the environment variable SQLSCOUT_KERNELS.
 """
@@ -28,6 +28,7 @@ from kernels.reference import swiglu as _swiglu_ref
 __all__ = [
     "attention",
     "causal_conv1d",
+    "gated_delta_net",
     "gated_delta_rule",
     "gated_rms_norm",
     "get_backend",
@@ -56,6 +57,12 @@ def rms_norm(
         from kernels.ops.rms_norm import rms_norm_triton
 
         return rms_norm_triton(x, weight, eps, zero_centered=zero_centered, residual=residual)
+    if x.device.type == "cpu" and weight.dtype == x.dtype and (compiled := cpu_kernels.ops()):
+        if residual is None:
+            return compiled.rms_norm_rows(x.contiguous(), weight.contiguous(), eps, zero_centered)
+        return compiled.add_rms_norm_rows(
+            x.contiguous(), residual.contiguous(), weight.contiguous(), eps, zero_centered
+        )
     return _norm_ref.rms_norm(x, weight, eps, zero_centered=zero_centered, residual=residual)
 
 
@@ -141,10 +148,8 @@ def attention(
     # The fused step reads each position's head a vector of 16 values at a time.
     steppable = q.device.type == "cpu" and q.shape[1] == 1 and q.shape[-1] % 16 == 0
     if steppable and (compiled := cpu_kernels.ops()):
-        out = torch.empty_like(q)
         start = start.to(dtype=torch.long).contiguous()
-        compiled.attention_step(q.contiguous(), k_cache, v_cache, gate.contiguous(), start, scale, out)
-        return out
+        return compiled.attention_step(q.contiguous(), k_cache, v_cache, gate.contiguous(), start, scale)
     return _attention_ref.attention(q, k_cache, v_cache, gate, start, scale)
 
 
@@ -214,22 +219,83 @@ def gated_delta_rule(
         from kernels.ops.gated_delta_rule import gated_delta_rule_triton
 
         return gated_delta_rule_triton(q, k, v, a, b, A_log, dt_bias, state, trail=trail)
-    # The fused step updates the state in place: a state gathered into a copy takes the reference.
-    on_cpu = v.device.type == "cpu" and state.is_contiguous()
-    if on_cpu and (length == 1 or trail is not None) and (compiled := cpu_kernels.ops()):
-        return _gdn_cpu_steps(compiled, q, k, v, a, b, A_log, dt_bias, state, trail)
     return _gdn_ref.gated_delta_rule(q, k, v, a, b, A_log, dt_bias, state, trail)
 
 
-def _gdn_cpu_steps(compiled, q, k, v, a, b, A_log, dt_bias, state, trail) -> torch.Tensor:
-    """The token recurrence through the fused C++ step, a token at a time (a verify pass keeps each state)."""
-    inputs = [x.to(v.dtype) for x in (q, k, v, a, b)]
-    A_log, dt_bias = A_log.float().contiguous(), dt_bias.float().contiguous()
-    outputs = []
-    for t in range(v.shape[1]):
-        token = [x[:, t : t + 1].contiguous() for x in inputs]
-        outputs.append(torch.empty_like(token[2]))
-        compiled.gated_delta_step(*token, A_log, dt_bias, state, outputs[-1])
-        if trail is not None:
-            trail[:, t].copy_(state)
-    return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=1)
+# Raw gate inputs that make a Gated DeltaNet step leave its state untouched: softplus -> 0 so the decay is exp(0) = 1,
+# and sigmoid -> 0 so nothing is written. Used for rows that sit out a batched decode step.
+FROZEN_GATE = -1e30
+
+
+def gated_delta_net(
+    projected: torch.Tensor,
+    conv_weight: torch.Tensor,
+    conv_state: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    state: torch.Tensor,
+    norm_weight: torch.Tensor,
+    eps: float,
+    *,
+    active: torch.Tensor | None = None,
+    conv_trail: torch.Tensor | None = None,
+    recurrent_trail: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """A Gated DeltaNet layer between its projections: from the input projection's output projected [B, T, P]
+    (conv inputs q, k, v, then z, b, a), the causal conv, the gated delta rule on state [B, Hv, dk, dv] and the
+    gated RMSNorm by silu(z); returns [B, T, Hv * dv] for the output projection. States are updated in place.
+
+    active [B] bool: rows marked False keep their states. The trails, when given, receive the states after each
+    token (see causal_conv1d and gated_delta_rule). One-token steps and verify passes on the CPU run the fused C++
+    layer step, a token at a time as decode steps run, so a verify pass keeps a decode step's states exactly.
+    """
+    batch, length, _ = projected.shape
+    value_heads, key_dim, value_dim = state.shape[1:]
+    conv_dim = conv_weight.shape[0]
+    key_heads = (conv_dim - value_heads * value_dim) // (2 * key_dim)
+    trailed = conv_trail is not None and recurrent_trail is not None
+    if (
+        projected.device.type == "cpu"
+        and (trailed or (length == 1 and conv_trail is recurrent_trail is None))
+        and state.is_contiguous()
+        and conv_state.is_contiguous()
+        and conv_weight.dtype == norm_weight.dtype == projected.dtype
+        and (compiled := cpu_kernels.ops())
+    ):
+        return compiled.gated_delta_net_step(
+            projected.contiguous(),
+            conv_weight.contiguous(),
+            conv_state,
+            A_log.float().contiguous(),
+            dt_bias.float().contiguous(),
+            state,
+            norm_weight.contiguous(),
+            eps,
+            active,
+            conv_trail,
+            recurrent_trail,
+        )
+    mixed, z, b, a = projected.split((conv_dim, value_heads * value_dim, value_heads, value_heads), -1)
+    if active is not None:
+        # Rows sitting out keep their conv history: the conv kernel always shifts it, so put it back.
+        saved_conv = conv_state.clone()
+        frozen = ~active[:, None, None]
+        a = a.masked_fill(frozen, FROZEN_GATE)
+        b = b.masked_fill(frozen, FROZEN_GATE)
+    mixed = causal_conv1d(mixed, conv_weight, conv_state, conv_trail)
+    if active is not None:
+        conv_state.copy_(torch.where(active[:, None, None], conv_state, saved_conv))
+    query, key, value = mixed.split((key_heads * key_dim, key_heads * key_dim, value_heads * value_dim), -1)
+    out = gated_delta_rule(
+        query.view(batch, length, key_heads, key_dim),
+        key.view(batch, length, key_heads, key_dim),
+        value.view(batch, length, value_heads, value_dim),
+        a,
+        b,
+        A_log,
+        dt_bias,
+        state,
+        recurrent_trail,
+    )
+    out = gated_rms_norm(out, z.view(batch, length, value_heads, value_dim), norm_weight, eps)
+    return out.reshape(batch, length, value_heads * value_dim)

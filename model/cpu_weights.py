@@ -107,16 +107,13 @@ def _padded(x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
 
 
 def _compiled_product(ops, x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
-    out = torch.empty(x.shape[0], weight.shape[0], dtype=torch.float32)
     if weight.kind == "int8":
-        ops.int8_linear(x, weight.tiles, weight.scales, out)
-    elif weight.kind == "int4":
-        ops.int4_linear(x, weight.tiles, weight.scales, weight.minimums, out)
-    elif x.dtype == torch.bfloat16:
-        ops.bf16_dot_linear(x, weight.tiles, out)
-    else:
-        ops.float_linear(x, weight.tiles, out)
-    return out
+        return ops.int8_linear(x, weight.tiles, weight.scales)
+    if weight.kind == "int4":
+        return ops.int4_linear(x, weight.tiles, weight.scales, weight.minimums)
+    if x.dtype == torch.bfloat16:
+        return ops.bf16_dot_linear(x, weight.tiles, weight.shape[0])
+    return ops.float_linear(x, weight.tiles, weight.shape[0])
 
 
 def _dense_product(x: torch.Tensor, weight: CpuWeight, dtype: torch.dtype) -> torch.Tensor:

@@ -11,10 +11,6 @@ from model.cache import ModelCache, StateTrail
 from model.config import Qwen35Config
 from model.linear import Weight, embedding, linear
 
-# Raw gate inputs that make a Gated DeltaNet step leave its state untouched: softplus -> 0 so the decay
-# is exp(0) = 1, and sigmoid -> 0 so nothing is written. Used for rows that sit out a batched decode step.
-FROZEN_GATE = -1e30
-
 
 @dataclass(frozen=True)
 class WeightLayout:
@@ -288,36 +284,17 @@ class Qwen35Model:
         recurrent_trail: torch.Tensor | None = None,
     ) -> torch.Tensor:
         w = self.weights
-        c = self.config
-        batch, length, _ = x.shape
-        heads = c.linear_num_value_heads
-        mixed, z, b, a = linear(x, w[p + "in_proj.weight"]).split(
-            (c.conv_dim, c.linear_value_dim, heads, heads), -1
-        )
-        if active is not None:
-            # Rows sitting out keep their conv history: the conv kernel always shifts it, so put it back.
-            saved_conv = conv_state.clone()
-            frozen = ~active[:, None, None]
-            a = a.masked_fill(frozen, FROZEN_GATE)
-            b = b.masked_fill(frozen, FROZEN_GATE)
-        mixed = kernels.causal_conv1d(mixed, w[p + "conv1d.weight"], conv_state, conv_trail)
-        if active is not None:
-            conv_state.copy_(torch.where(active[:, None, None], conv_state, saved_conv))
-        query, key, value = mixed.split((c.linear_key_dim, c.linear_key_dim, c.linear_value_dim), -1)
-        query = query.view(batch, length, c.linear_num_key_heads, c.linear_key_head_dim)
-        key = key.view(batch, length, c.linear_num_key_heads, c.linear_key_head_dim)
-        value = value.view(batch, length, heads, c.linear_value_head_dim)
-        out = kernels.gated_delta_rule(
-            query,
-            key,
-            value,
-            a,
-            b,
+        out = kernels.gated_delta_net(
+            linear(x, w[p + "in_proj.weight"]),
+            w[p + "conv1d.weight"],
+            conv_state,
             w[p + "A_log"],
             w[p + "dt_bias"],
             recurrent_state,
-            recurrent_trail,
+            w[p + "norm.weight"],
+            self.config.rms_norm_eps,
+            active=active,
+            conv_trail=conv_trail,
+            recurrent_trail=recurrent_trail,
         )
-        z = z.view(batch, length, heads, c.linear_value_head_dim)
-        out = kernels.gated_rms_norm(out, z, w[p + "norm.weight"], c.rms_norm_eps)
-        return linear(out.reshape(batch, length, c.linear_value_dim), w[p + "out_proj.weight"])
+        return linear(out, w[p + "out_proj.weight"])

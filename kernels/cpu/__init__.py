@@ -1,6 +1,6 @@
-"""The C++ CPU kernels, compiled for this machine's CPU on first use: the weight products (weight_products.cpp)
-and the fused one-token gated delta rule and attention steps of a decode token (gated_delta_step.cpp,
-attention_step.cpp), one library.
+"""The C++ CPU kernels, compiled for this machine's CPU on first use, one library: the weight products
+(weight_products.cpp) and the fused steps of a decode token: a Gated DeltaNet layer between its projections
+(gated_delta_net_step.cpp), one-query attention (attention_step.cpp) and RMSNorm with its residual add (rms_norm.cpp).
 
 torch.utils.cpp_extension builds the library once (about 10-20 s) into torch's extension cache
 (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and reloads it from there; a changed source or
@@ -10,6 +10,7 @@ same math runs in plain PyTorch instead (kernels/reference), after a one-line no
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import platform
@@ -23,16 +24,45 @@ log = logging.getLogger(__name__)
 
 SOURCES = [
     Path(__file__).with_name(name)
-    for name in ("weight_products.cpp", "gated_delta_step.cpp", "attention_step.cpp")
+    for name in ("weight_products.cpp", "gated_delta_net_step.cpp", "attention_step.cpp", "rms_norm.cpp")
 ]
+HEADERS = [Path(__file__).with_name("vectors.h")]
 LIBRARY = "sqlscout_cpu_products"
 ARM_MACHINES = ("arm64", "aarch64")
-OPS = ("float_linear", "bf16_dot_linear", "int8_linear", "int4_linear", "gated_delta_step", "attention_step")
+
+
+def _products(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x.new_empty(x.shape[0], n, dtype=torch.float32)
+
+
+# Shape-only versions of the functional ops, for torch.compile.
+FAKES = {
+    "float_linear": lambda x, tiles, n: _products(x, n),
+    "bf16_dot_linear": lambda x, tiles, n: _products(x, n),
+    "int8_linear": lambda x, rows, scales: _products(x, rows.shape[0]),
+    "int4_linear": lambda x, rows, scales, minimums: _products(x, rows.shape[0]),
+    "gated_delta_net_step": lambda projected, conv_weight, conv_state, A_log, dt_bias, state, *rest: (
+        projected.new_empty(*projected.shape[:2], state.shape[1] * state.shape[3])
+    ),
+    "attention_step": lambda q, *rest: torch.empty_like(q, memory_format=torch.contiguous_format),
+    "rms_norm_rows": lambda x, *rest: torch.empty_like(x, memory_format=torch.contiguous_format),
+    "add_rms_norm_rows": lambda x, *rest: (
+        torch.empty_like(x, memory_format=torch.contiguous_format),
+        torch.empty_like(x, memory_format=torch.contiguous_format),
+    ),
+}
 
 
 def _tuning_flag() -> str:
     # GCC on Arm spells "this CPU" -mcpu; x86 compilers -march.
     return "-mcpu=native" if platform.machine().lower() in ARM_MACHINES else "-march=native"
+
+
+def headers_flag() -> str:
+    """A define naming the headers' digest: torch rebuilds when the sources or the flags change, and only this
+    flag tells it that a header did."""
+    digest = hashlib.sha256(b"".join(header.read_bytes() for header in HEADERS)).hexdigest()[:16]
+    return f"-DSQLSCOUT_HEADERS={digest}"
 
 
 def _put_ninja_on_path() -> None:
@@ -54,7 +84,7 @@ def _build() -> object | None:
     _put_ninja_on_path()
     log.info("loading the CPU kernels (compiled for this CPU on first use, about 15 s)")
     # -Wno-psabi: the vector helpers are inline and internal, so the ABI notes GCC prints are noise.
-    flags = ["-O3", _tuning_flag(), "-fopenmp", "-Wno-psabi"]
+    flags = ["-O3", _tuning_flag(), "-fopenmp", "-Wno-psabi", headers_flag()]
     try:
         cpp_extension.load(
             name=LIBRARY,
@@ -72,9 +102,8 @@ def _build() -> object | None:
             reason,
         )
         return None
-    for name in OPS:
-        # The ops write their outputs in place: to torch.compile they are calls that return nothing.
-        torch.library.register_fake(f"sqlscout_cpu::{name}")(lambda *args: None)
+    for name, fake in FAKES.items():
+        torch.library.register_fake(f"sqlscout_cpu::{name}")(fake)
     return torch.ops.sqlscout_cpu
 
 

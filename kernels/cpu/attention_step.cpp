@@ -1,10 +1,11 @@
-// One query per row of gated GQA attention over a KV cache on the CPU, fused: each query head reads its KV head's
-// keys and values once as they are stored (bf16 widened in registers), where the torch reference
-// (kernels/reference/attention.py) first copies the whole cache to fp32 for SDPA. Scores, softmax and sums in
+// One query per row of gated GQA attention over a KV cache on the CPU, fused: the query heads of a KV head's
+// group read its keys and values once between them as they are stored (bf16 widened in registers), where the torch
+// reference (kernels/reference/attention.py) first copies the whole cache to fp32 for SDPA. Scores, softmax and sums in
 // fp32; returns softmax(q K^T * scale) V * sigmoid(gate) in q's dtype.
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -17,32 +18,92 @@
 #include <limits>
 #include <vector>
 
+#include "vectors.h"
+
 namespace {
 
-constexpr int64_t LANES = 16;
-using f32v = float __attribute__((vector_size(LANES * 4)));
-using u32v = uint32_t __attribute__((vector_size(LANES * 4)));
-using u16v = uint16_t __attribute__((vector_size(LANES * 2)));
+using sqlscout::f32v;
+using sqlscout::LANES;
+using sqlscout::sum;
+using sqlscout::widen;
 
-// LANES values from p widened to fp32 (a bf16 number is the upper half of the fp32 of the same value).
-inline f32v lanes(const float* p) {
-  f32v v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline f32v lanes(const c10::BFloat16* p) {
-  u16v bits;
-  std::memcpy(&bits, p, sizeof bits);
-  u32v wide = __builtin_convertvector(bits, u32v) << 16;
-  f32v v;
-  std::memcpy(&v, &wide, sizeof v);
-  return v;
-}
+// Query heads a task takes at most: the heads of a KV head's group read each key and value once between them,
+// with one sum each in flight (a lone sum waits on its previous multiply-add every step); more would spill the
+// accumulators of the value pass.
+constexpr int HEADS_PER_TASK = 4;
+// Values of a head the value pass sums at once per query head: HEADS_PER_TASK * VALUE_VECTORS accumulators.
+constexpr int VALUE_VECTORS = 4;
 
-inline float sum(f32v v) {
-  float total = 0.0f;
-  for (int64_t i = 0; i < LANES; ++i) total += v[i];
+// Keys or values of one KV head: position s's dim values start at data + s * stride.
+template <class C>
+struct Positions {
+  const C* data;
+  int64_t stride, length;
+  const C* at(int64_t s) const { return data + s * stride; }
+};
+
+// exp(score - largest) of each of a head's scores, in place; returns their sum.
+inline float exponentiate(float* scores, int64_t length) {
+  const float largest = *std::max_element(scores, scores + length);
+  f32v lanes = {};
+  int64_t s = 0;
+  for (; s + LANES <= length; s += LANES) {
+    const f32v e = sqlscout::exp(widen(scores + s) - largest);
+    sqlscout::narrow(e, scores + s);
+    lanes += e;
+  }
+  float total = sum(lanes);
+  for (; s < length; ++s) total += scores[s] = std::exp(scores[s] - largest);
   return total;
+}
+
+// V values at column d0 of the sum over positions of each head's weights (scores) times the values, into out.
+template <int H, int V, class C>
+void weigh(const float* scores, const Positions<C>& values, int64_t d0, int64_t dim, float* out) {
+  f32v sums[H][V] = {};
+  for (int64_t s = 0; s < values.length; ++s) {
+    const C* value = values.at(s) + d0;
+    for (int c = 0; c < V; ++c) {
+      const f32v widened = widen(value + c * LANES);
+      for (int g = 0; g < H; ++g) sums[g][c] += scores[g * values.length + s] * widened;
+    }
+  }
+  for (int g = 0; g < H; ++g)
+    for (int c = 0; c < V; ++c) sqlscout::narrow(sums[g][c], out + g * dim + d0 + c * LANES);
+}
+
+// H query heads (fp32, dim values each) against one KV head: softmax(q K^T * factor) V into out [H, dim] (fp32).
+// H is a constant so that the heads' sums stay in registers.
+template <int H, class C>
+void attend_heads(const float* query, int64_t dim, const Positions<C>& keys, const Positions<C>& values,
+                  float factor, float* scores, float* out) {
+  const int64_t length = keys.length;
+  for (int64_t s = 0; s < length; ++s) {
+    const C* key = keys.at(s);
+    f32v dots[H] = {};
+    for (int64_t d = 0; d < dim; d += LANES) {
+      const f32v widened = widen(key + d);
+      for (int g = 0; g < H; ++g) dots[g] += widen(query + g * dim + d) * widened;
+    }
+    for (int g = 0; g < H; ++g) scores[g * length + s] = sum(dots[g]) * factor;
+  }
+  float totals[H];
+  for (int g = 0; g < H; ++g) totals[g] = exponentiate(scores + g * length, length);
+  int64_t d0 = 0;
+  for (; d0 + VALUE_VECTORS * LANES <= dim; d0 += VALUE_VECTORS * LANES)
+    weigh<H, VALUE_VECTORS>(scores, values, d0, dim, out);
+  for (; d0 < dim; d0 += LANES) weigh<H, 1>(scores, values, d0, dim, out);
+  for (int g = 0; g < H; ++g)
+    for (int64_t d = 0; d < dim; ++d) out[g * dim + d] /= totals[g];
+}
+
+template <int H, class C>
+void attend_some(int64_t heads, const float* query, int64_t dim, const Positions<C>& keys,
+                 const Positions<C>& values, float factor, float* scores, float* out) {
+  if constexpr (H > 0) {
+    if (heads == H) return attend_heads<H>(query, dim, keys, values, factor, scores, out);
+    attend_some<H - 1>(heads, query, dim, keys, values, factor, scores, out);
+  }
 }
 
 template <class T, class C>
@@ -50,42 +111,31 @@ void attend(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_
             const at::Tensor& start, double scale, at::Tensor& out) {
   const int64_t batch = q.size(0), q_heads = q.size(2), dim = q.size(3), kv_heads = k_cache.size(1);
   const int64_t group = q_heads / kv_heads;
+  // Fewer heads a task where the tasks would otherwise not fill the threads.
+  const int64_t fill = (batch * q_heads + at::get_num_threads() - 1) / at::get_num_threads();
+  const int64_t per_task = std::max<int64_t>(1, std::min({int64_t(HEADS_PER_TASK), group, fill}));
+  const int64_t tasks_per_kv = (group + per_task - 1) / per_task;
   const T *qs = q.data_ptr<T>(), *gates = gate.data_ptr<T>();
   const C *keys = k_cache.data_ptr<C>(), *values = v_cache.data_ptr<C>();
   const int64_t* starts = start.data_ptr<int64_t>();
   T* outs = out.data_ptr<T>();
-  const float factor = float(scale);
-  at::parallel_for(0, batch * q_heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> query(dim), scores;
-    std::vector<f32v> sums(dim / LANES);
+  at::parallel_for(0, batch * kv_heads * tasks_per_kv, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> query(HEADS_PER_TASK * dim), attended(HEADS_PER_TASK * dim), scores;
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t row = task / q_heads, head = task % q_heads, kv = head / group;
-      const int64_t length = std::min(starts[row] + 1, k_cache.size(2));
-      const C* k = keys + row * k_cache.stride(0) + kv * k_cache.stride(1);
-      const C* v = values + row * v_cache.stride(0) + kv * v_cache.stride(1);
-      const T* x = qs + task * dim;
-      for (int64_t d = 0; d < dim; ++d) query[d] = float(x[d]);
-      scores.resize(length);
-      float largest = -std::numeric_limits<float>::infinity();
-      for (int64_t s = 0; s < length; ++s) {
-        const C* key = k + s * k_cache.stride(2);
-        f32v dot = {};
-        for (int64_t d = 0; d < dim; d += LANES) dot += lanes(query.data() + d) * lanes(key + d);
-        scores[s] = sum(dot) * factor;
-        largest = std::max(largest, scores[s]);
+      const int64_t row = task / (kv_heads * tasks_per_kv), kv = task / tasks_per_kv % kv_heads;
+      const int64_t head0 = kv * group + task % tasks_per_kv * per_task;
+      const int64_t heads = std::min(per_task, (kv + 1) * group - head0);
+      const int64_t length = std::min(starts[row] + 1, k_cache.size(2)), first = (row * q_heads + head0) * dim;
+      for (int64_t i = 0; i < heads * dim; ++i) query[i] = float(qs[first + i]);
+      scores.resize(heads * length);
+      const Positions<C> k{keys + row * k_cache.stride(0) + kv * k_cache.stride(1), k_cache.stride(2), length};
+      const Positions<C> v{values + row * v_cache.stride(0) + kv * v_cache.stride(1), v_cache.stride(2), length};
+      attend_some<HEADS_PER_TASK>(heads, query.data(), dim, k, v, float(scale), scores.data(), attended.data());
+      // Times the output gate sigmoid(gate), LANES values at a time (dim is a multiple of LANES).
+      for (int64_t i = 0; i < heads * dim; i += LANES) {
+        const f32v g = widen(gates + first + i);
+        sqlscout::narrow(widen(attended.data() + i) / (1.0f + sqlscout::exp(-g)), outs + first + i);
       }
-      float total = 0.0f;
-      for (int64_t s = 0; s < length; ++s) total += scores[s] = std::exp(scores[s] - largest);
-      std::fill(sums.begin(), sums.end(), f32v{});
-      for (int64_t s = 0; s < length; ++s) {
-        const C* value = v + s * v_cache.stride(2);
-        const float weight = scores[s];
-        for (int64_t c = 0; c < dim / LANES; ++c) sums[c] += weight * lanes(value + c * LANES);
-      }
-      const T* g = gates + task * dim;
-      T* target = outs + task * dim;
-      for (int64_t d = 0; d < dim; ++d)
-        target[d] = T(sums[d / LANES][d % LANES] / total * (1.0f / (1.0f + std::exp(-float(g[d])))));
     }
   });
 }
@@ -99,8 +149,8 @@ void attend_cache(const at::Tensor& q, const at::Tensor& k_cache, const at::Tens
     attend<T, c10::BFloat16>(q, k_cache, v_cache, gate, start, scale, out);
 }
 
-void attention_step(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& gate,
-                    const at::Tensor& start, double scale, at::Tensor& out) {
+void attention_step_out(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                        const at::Tensor& gate, const at::Tensor& start, double scale, at::Tensor& out) {
   const auto type = q.scalar_type(), cache_type = k_cache.scalar_type();
   TORCH_CHECK(type == at::kFloat || type == at::kBFloat16, "q must be float32 or bfloat16, got ", type);
   TORCH_CHECK(cache_type == at::kFloat || cache_type == at::kBFloat16, "the KV cache must be float32 or bfloat16");
@@ -123,12 +173,23 @@ void attention_step(const at::Tensor& q, const at::Tensor& k_cache, const at::Te
     attend_cache<c10::BFloat16>(q, k_cache, v_cache, gate, start, scale, out);
 }
 
+at::Tensor attention_step(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                          const at::Tensor& gate, const at::Tensor& start, double scale) {
+  at::Tensor out = at::empty_like(q, at::MemoryFormat::Contiguous);
+  attention_step_out(q, k_cache, v_cache, gate, start, scale, out);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(sqlscout_cpu, m) {
+  m.def("attention_step(Tensor q, Tensor k_cache, Tensor v_cache, Tensor gate, Tensor start, float scale) -> Tensor");
   m.def(
-      "attention_step(Tensor q, Tensor k_cache, Tensor v_cache, Tensor gate, Tensor start, float scale, "
+      "attention_step.out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor gate, Tensor start, float scale, "
       "Tensor(a!) out) -> ()");
 }
 
-TORCH_LIBRARY_IMPL(sqlscout_cpu, CPU, m) { m.impl("attention_step", &attention_step); }
+TORCH_LIBRARY_IMPL(sqlscout_cpu, CPU, m) {
+  m.impl("attention_step", &attention_step);
+  m.impl("attention_step.out", &attention_step_out);
+}

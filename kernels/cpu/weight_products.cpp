@@ -18,6 +18,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -27,43 +28,20 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#elif defined(__ARM_NEON)
-#include <arm_neon.h>
-#endif
+#include "vectors.h"
 
 namespace {
 
-constexpr int64_t LANES = 16;
+using sqlscout::f32v;
+using sqlscout::i32v;
+using sqlscout::LANES;
+using sqlscout::load;
+using sqlscout::sum;
+
 constexpr int64_t TILE_ROWS = 4;
-using f32v = float __attribute__((vector_size(LANES * 4)));
-using u32v = uint32_t __attribute__((vector_size(LANES * 4)));
-using u16v = uint16_t __attribute__((vector_size(LANES * 2)));
-using i32v = int32_t __attribute__((vector_size(LANES * 4)));
 
 // Tiles a thread takes at least, so that small matrices do not pay for waking threads.
 constexpr int64_t GRAIN_TILES = 16;
-
-template <class T>
-inline T load(const void* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-// The lanes summed by halves (lane i plus lane i + 8, then + 4, + 2, + 1), in shuffles where AVX-512 has them.
-inline float sum(f32v v) {
-#if defined(__AVX512F__)
-  return _mm512_reduce_add_ps(load<__m512>(&v));
-#else
-  float lanes[LANES];
-  std::memcpy(lanes, &v, sizeof lanes);
-  for (int width = LANES / 2; width > 0; width /= 2)
-    for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
-  return lanes[0];
-#endif
-}
 
 inline float half_to_float(uint16_t bits) {
   _Float16 value;
@@ -88,10 +66,7 @@ struct Bf16Tiles {
   const uint16_t* data;
   int64_t K;
   f32v vector(int64_t tile, int64_t chunk, int64_t r) const {
-    // A bf16 number is the upper half of the fp32 of the same value: widening is a shift.
-    u16v bits = load<u16v>(data + (tile * K + chunk * LANES) * TILE_ROWS + r * LANES);
-    u32v wide = __builtin_convertvector(bits, u32v) << 16;
-    return load<f32v>(&wide);
+    return sqlscout::widen(data + (tile * K + chunk * LANES) * TILE_ROWS + r * LANES);
   }
   float scale(int64_t) const { return 1.0f; }
 };
@@ -420,7 +395,7 @@ void check_output(const at::Tensor& y, int64_t M) {
               "out must be a contiguous float32 [M, N] tensor");
 }
 
-void float_linear(const at::Tensor& x, const at::Tensor& tiles, at::Tensor& y) {
+void float_linear_out(const at::Tensor& x, const at::Tensor& tiles, at::Tensor& y) {
   const int64_t K = x.size(1), M = x.size(0), N = y.size(1);
   check_input(x, K);
   check_output(y, M);
@@ -434,7 +409,7 @@ void float_linear(const at::Tensor& x, const at::Tensor& tiles, at::Tensor& y) {
   }
 }
 
-void bf16_dot_linear(const at::Tensor& x, const at::Tensor& tiles, at::Tensor& y) {
+void bf16_dot_linear_out(const at::Tensor& x, const at::Tensor& tiles, at::Tensor& y) {
   const int64_t K = x.size(1), M = x.size(0), N = y.size(1);
   TORCH_CHECK(x.scalar_type() == at::kBFloat16 && x.dim() == 2 && x.is_contiguous() && x.device().is_cpu(),
               "x must be a contiguous [M, K] bfloat16 CPU tensor");
@@ -476,31 +451,70 @@ IntegerRows check_integer(const at::Tensor& x, const at::Tensor& rows, at::Scala
           minimums ? reinterpret_cast<const uint16_t*>(minimums->data_ptr()) : nullptr, K};
 }
 
-void int8_linear(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales, at::Tensor& y) {
+void int8_linear_out(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales, at::Tensor& y) {
   const IntegerRows w = check_integer(x, rows, at::kChar, scales, nullptr, y);
   integer_product<false>(w, x.data_ptr<float>(), x.size(0), y.size(1), y.data_ptr<float>());
 }
 
-void int4_linear(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales,
+void int4_linear_out(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales,
                  const at::Tensor& minimums, at::Tensor& y) {
   const IntegerRows w = check_integer(x, rows, at::kByte, scales, &minimums, y);
   integer_product<true>(w, x.data_ptr<float>(), x.size(0), y.size(1), y.data_ptr<float>());
 }
 
+// The functional forms, which allocate out [M, N] (fp32): N is the matrix's row count.
+at::Tensor products(const at::Tensor& x, int64_t n) { return at::empty({x.size(0), n}, x.options().dtype(at::kFloat)); }
+
+at::Tensor float_linear(const at::Tensor& x, const at::Tensor& tiles, int64_t n) {
+  at::Tensor y = products(x, n);
+  float_linear_out(x, tiles, y);
+  return y;
+}
+
+at::Tensor bf16_dot_linear(const at::Tensor& x, const at::Tensor& tiles, int64_t n) {
+  at::Tensor y = products(x, n);
+  bf16_dot_linear_out(x, tiles, y);
+  return y;
+}
+
+at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales) {
+  at::Tensor y = products(x, rows.size(0));
+  int8_linear_out(x, rows, scales, y);
+  return y;
+}
+
+at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales,
+                       const at::Tensor& minimums) {
+  at::Tensor y = products(x, rows.size(0));
+  int4_linear_out(x, rows, scales, minimums, y);
+  return y;
+}
+
 }  // namespace
 
-// Each writes x @ W.T into out [M, N]: N is out's width. Registered for CPU tensors only, so that torch.compile
-// can be given a fake (shape-only) version of each.
+// Each gives x @ W.T [M, N]. Registered for CPU tensors only, so that torch.compile can be given a fake
+// (shape-only) version of each. Every op of the library has a functional form, which the model calls, and an
+// `.out` form writing into a given tensor, which the tests poison first: torch.compile's Inductor mis-orders
+// reshapes of fresh buffers that an op writes in place (pytorch/pytorch#189271), so compiled steps take
+// functional ops.
 TORCH_LIBRARY(sqlscout_cpu, m) {
-  m.def("float_linear(Tensor x, Tensor tiles, Tensor(a!) out) -> ()");
-  m.def("bf16_dot_linear(Tensor x, Tensor tiles, Tensor(a!) out) -> ()");
-  m.def("int8_linear(Tensor x, Tensor rows, Tensor scales, Tensor(a!) out) -> ()");
-  m.def("int4_linear(Tensor x, Tensor rows, Tensor scales, Tensor minimums, Tensor(a!) out) -> ()");
+  m.def("float_linear(Tensor x, Tensor tiles, int n) -> Tensor");
+  m.def("float_linear.out(Tensor x, Tensor tiles, Tensor(a!) out) -> ()");
+  m.def("bf16_dot_linear(Tensor x, Tensor tiles, int n) -> Tensor");
+  m.def("bf16_dot_linear.out(Tensor x, Tensor tiles, Tensor(a!) out) -> ()");
+  m.def("int8_linear(Tensor x, Tensor rows, Tensor scales) -> Tensor");
+  m.def("int8_linear.out(Tensor x, Tensor rows, Tensor scales, Tensor(a!) out) -> ()");
+  m.def("int4_linear(Tensor x, Tensor rows, Tensor scales, Tensor minimums) -> Tensor");
+  m.def("int4_linear.out(Tensor x, Tensor rows, Tensor scales, Tensor minimums, Tensor(a!) out) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(sqlscout_cpu, CPU, m) {
   m.impl("float_linear", &float_linear);
+  m.impl("float_linear.out", &float_linear_out);
   m.impl("bf16_dot_linear", &bf16_dot_linear);
+  m.impl("bf16_dot_linear.out", &bf16_dot_linear_out);
   m.impl("int8_linear", &int8_linear);
+  m.impl("int8_linear.out", &int8_linear_out);
   m.impl("int4_linear", &int4_linear);
+  m.impl("int4_linear.out", &int4_linear_out);
 }

@@ -10,10 +10,12 @@ import sys
 import torch
 from torch.utils.cpp_extension import load
 
-from kernels.cpu import SOURCES
+import kernels
+from kernels.cpu import SOURCES, headers_flag
 from kernels.reference import attention as attention_ref
-from kernels.reference import gated_delta_rule as gdn_ref
+from kernels.reference import rms_norm as norm_ref
 from kernels.reference import weight_products as layout
+from tests.kernels.cpu_step_inputs import copies, layer_inputs, torch_reference
 from tests.kernels.integer_weights import dequantized, random_integer_weights
 
 SHAPES = [(37, 64), (1029, 128), (5, 48), (4099, 2048)]
@@ -32,7 +34,7 @@ def check(ops) -> float:
                 if kind in ("int8", "int4"):
                     parts = random_integer_weights(kind, n, k, generator)
                     padded_x = torch.nn.functional.pad(x, (0, dequantized(kind, parts).shape[1] - k))
-                    getattr(ops, f"{kind}_linear")(padded_x, *parts, out)
+                    getattr(ops, f"{kind}_linear").out(padded_x, *parts, out)
                     want = layout.integer_product(x, dequantized(kind, parts))
                     worst = max(worst, _error(out, want, f"{kind} {n}x{k}, {rows} rows"))
                     continue
@@ -40,9 +42,9 @@ def check(ops) -> float:
                 dense = layout.dequantize_float(tiles)
                 if kind == "bf16_dot":
                     x = x.bfloat16()
-                    ops.bf16_dot_linear(x, tiles, out)
+                    ops.bf16_dot_linear.out(x, tiles, out)
                 else:
-                    ops.float_linear(x, tiles, out)
+                    ops.float_linear.out(x, tiles, out)
                 want = x.double() @ dense[:n, :k].double().T
                 worst = max(worst, _error(out, want, f"{kind} {n}x{k}, {rows} rows"))
                 x = x.float()
@@ -50,25 +52,30 @@ def check(ops) -> float:
 
 
 def _check_steps(ops, generator: torch.Generator) -> float:
-    """The largest error of the fused gated delta and attention steps (fp32, two rows)."""
+    """The largest error of the fused Gated DeltaNet layer, attention and norm steps (fp32, two rows)."""
 
     def rand(*shape):
         return torch.randn(*shape, generator=generator)
 
-    q, k, v, a, b = rand(2, 1, 2, 32), rand(2, 1, 2, 32), rand(2, 1, 4, 16), rand(2, 1, 4), rand(2, 1, 4)
-    A_log, dt_bias = torch.rand(4, generator=generator).log(), torch.rand(4, generator=generator)
-    state = torch.randn(2, 4, 32, 16, generator=generator)
-    want_state = state.clone()
-    want = gdn_ref.gated_delta_rule(q, k, v, a, b, A_log, dt_bias, want_state)
-    out = torch.full_like(v, float("nan"))
-    ops.gated_delta_step(q, k, v, a, b, A_log, dt_bias, state, out)
-    worst = max(_error(out, want.double(), "gated delta step"), _error(state, want_state.double(), "state"))
+    args = layer_inputs(2, 1, 2, 4, 32, 16, torch.float32, seed=int(rand(1).abs() * 1000))
+    want_args = copies(args)
+    with torch_reference():
+        want = kernels.gated_delta_net(*want_args)
+    out = torch.full_like(want, float("nan"))
+    ops.gated_delta_net_step.out(*args, None, None, None, out)
+    worst = max(
+        _error(out, want.double(), "gated delta net step"), _error(args[5], want_args[5].double(), "state")
+    )
     query, gate, k_cache, v_cache = rand(2, 1, 4, 32), rand(2, 1, 4, 32), rand(2, 2, 9, 32), rand(2, 2, 9, 32)
     start = torch.tensor([8, 3])
     want = attention_ref.attention(query, k_cache, v_cache, gate, start, 0.2)
     out = torch.full_like(query, float("nan"))
-    ops.attention_step(query, k_cache, v_cache, gate, start, 0.2, out)
-    return max(worst, _error(out, want.double(), "attention step"))
+    ops.attention_step.out(query, k_cache, v_cache, gate, start, 0.2, out)
+    worst = max(worst, _error(out, want.double(), "attention step"))
+    x, weight = rand(3, 40), rand(40)
+    out = torch.full_like(x, float("nan"))
+    ops.rms_norm_rows.out(x, weight, 1e-6, True, torch.empty(0), torch.empty(0), out)
+    return max(worst, _error(out, norm_ref.rms_norm(x, weight, 1e-6).double(), "rms norm"))
 
 
 def _error(out: torch.Tensor, want: torch.Tensor, what: str) -> float:
@@ -82,7 +89,7 @@ if __name__ == "__main__":
     load(
         name="sqlscout_cpu_products_check",
         sources=[str(source) for source in SOURCES],
-        extra_cflags=["-O3", *flags, "-fopenmp", "-Wno-psabi"],
+        extra_cflags=["-O3", *flags, "-fopenmp", "-Wno-psabi", headers_flag()],
         extra_ldflags=["-fopenmp"],
         is_python_module=False,
         build_directory=build_dir,

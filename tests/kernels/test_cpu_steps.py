@@ -1,6 +1,6 @@
-"""The fused C++ CPU steps of a decode token (kernels/cpu: gated_delta_step.cpp, attention_step.cpp) against their
-torch references on fresh random inputs, outputs poisoned with NaN, states updated in place; and the entry points
-sending one-token CPU calls to them."""
+"""The C++ CPU kernels of a decode token (kernels/cpu: gated_delta_net_step.cpp, attention_step.cpp, rms_norm.cpp)
+against their torch references on fresh random inputs, outputs poisoned with NaN, states updated in place; and the
+entry points sending CPU calls to them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import torch
 import kernels
 from kernels import cpu as cpu_kernels
 from kernels.reference import attention as attention_ref
-from kernels.reference import gated_delta_rule as gdn_ref
+from kernels.reference import rms_norm as norm_ref
+from tests.kernels.cpu_step_inputs import copies, layer_inputs, torch_reference, trails
 
 DTYPES = (torch.float32, torch.bfloat16)
 # fp32 sums in another order; bf16 outputs each rounded once from fp32 values that close.
@@ -30,59 +31,77 @@ def _close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what: str)
     assert error <= TOLERANCES[dtype], f"{what}: {error:.2e} of the largest magnitude"
 
 
-def _gdn_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype, seed):
-    generator = torch.Generator().manual_seed(seed)
-
-    def rand(*shape):
-        return torch.randn(*shape, generator=generator).to(dtype)
-
-    q, k = rand(batch, tokens, key_heads, key_dim), rand(batch, tokens, key_heads, key_dim)
-    v = rand(batch, tokens, value_heads, value_dim)
-    a, b = rand(batch, tokens, value_heads), rand(batch, tokens, value_heads)
-    A_log = torch.rand(value_heads, generator=generator).mul(0.1).add(0.01).log()
-    dt_bias = torch.rand(value_heads, generator=generator) * 30  # past softplus's threshold too
-    state = torch.randn(batch, value_heads, key_dim, value_dim, generator=generator) * 0.2
-    return q, k, v, a, b, A_log, dt_bias, state
-
-
 # batch, key heads, value heads, key dim, value dim: Qwen3.5-2B's layer, then small and odd ones.
 GDN_SHAPES = [(1, 16, 16, 128, 128), (3, 2, 4, 32, 16), (2, 1, 3, 20, 12)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", GDN_SHAPES)
-def test_gated_delta_step_matches_the_reference(ops, shape, dtype):
-    batch, key_heads, value_heads, key_dim, value_dim = shape
-    q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(
-        batch, 1, key_heads, value_heads, key_dim, value_dim, dtype, seed=sum(shape)
-    )
-    want_state = state.clone()
-    want = gdn_ref.gated_delta_rule(q, k, v, a, b, A_log, dt_bias, want_state)
-    out = torch.full_like(v, float("nan"))
-    ops.gated_delta_step(q, k, v, a, b, A_log, dt_bias, state, out)
+def test_gated_delta_net_step_matches_the_reference(ops, shape, dtype):
+    args = layer_inputs(*shape[:1], 1, *shape[1:], dtype, seed=sum(shape))
+    want_args = copies(args)
+    with torch_reference():
+        want = kernels.gated_delta_net(*want_args)
+    out = torch.full_like(want, float("nan"))
+    ops.gated_delta_net_step.out(*args, None, None, None, out)
     _close(out, want, dtype, "output")
-    _close(state, want_state, torch.float32, "state")
+    _close(args[2], want_args[2], dtype, "conv state")
+    _close(args[5], want_args[5], torch.float32, "state")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_a_verify_pass_keeps_each_tokens_state_as_one_token_steps_reach_it(dtype):
-    """The entry point runs a trail's tokens through the same fused step as decode steps: the very same states."""
-    q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(2, 5, 2, 4, 32, 16, dtype, seed=7)
-    stepped = state.clone()
-    expected_outputs, expected_trail = [], []
+    """The entry point runs a trail's tokens through the same fused step as decode steps: the very same states;
+    rows sitting out keep theirs, in the states and in the trails."""
+    args = layer_inputs(3, 5, 2, 4, 32, 16, dtype, seed=7)
+    active = torch.tensor([True, False, True])
+    stepped = copies(args)
+    outputs, conv_trail, recurrent_trail = [], [], []
     for t in range(5):
-        token = [x[:, t : t + 1] for x in (q, k, v, a, b)]
-        expected_outputs.append(kernels.gated_delta_rule(*token, A_log, dt_bias, stepped))
-        expected_trail.append(stepped.clone())
-    trail = torch.full((2, 5, 4, 32, 16), float("nan"))
-    out = kernels.gated_delta_rule(q, k, v, a, b, A_log, dt_bias, state, trail)
-    assert torch.equal(out, torch.cat(expected_outputs, dim=1))
-    assert torch.equal(trail, torch.stack(expected_trail, dim=1)) and torch.equal(state, stepped)
-    reference_state = _gdn_inputs(2, 5, 2, 4, 32, 16, dtype, seed=7)[-1]
-    reference = gdn_ref.gated_delta_rule(
-        q, k, v, a, b, A_log, dt_bias, reference_state, torch.empty_like(trail)
-    )
-    _close(out, reference, dtype, "verify pass against the reference")
+        outputs.append(kernels.gated_delta_net(stepped[0][:, t : t + 1], *stepped[1:], active=active))
+        conv_trail.append(stepped[2].clone())
+        recurrent_trail.append(stepped[5].clone())
+    reference_args = copies(args)
+    conv, recurrent = trails(args, 5)
+    out = kernels.gated_delta_net(*args, active=active, conv_trail=conv, recurrent_trail=recurrent)
+    assert torch.equal(out, torch.cat(outputs, dim=1))
+    assert torch.equal(conv, torch.stack(conv_trail, dim=1)) and torch.equal(args[2], stepped[2])
+    assert torch.equal(recurrent, torch.stack(recurrent_trail, dim=1)) and torch.equal(args[5], stepped[5])
+    resting = ~active
+    assert torch.equal(args[5][resting], reference_args[5][resting])
+    assert torch.equal(args[2][resting], reference_args[2][resting])
+    conv_want, recurrent_want = trails(args, 5)
+    with torch_reference():
+        want = kernels.gated_delta_net(
+            *reference_args, active=active, conv_trail=conv_want, recurrent_trail=recurrent_want
+        )
+    _close(out[active], want[active], dtype, "verify pass against the reference")
+    _close(recurrent[active], recurrent_want[active], torch.float32, "state trail against the reference")
+    _close(conv[active], conv_want[active], dtype, "conv trail against the reference")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("rows", "width"), [(1, 2048), (33, 64), (4, 7)])
+def test_rms_norm_rows_match_the_reference(ops, dtype, rows, width):
+    generator = torch.Generator().manual_seed(rows + width)
+    x, residual = (torch.randn(rows, width, generator=generator).to(dtype) for _ in range(2))
+    weight = torch.randn(width, generator=generator).to(dtype)
+    for zero_centered in (True, False):
+        want = norm_ref.rms_norm(x, weight, 1e-6, zero_centered=zero_centered)
+        out = torch.full_like(x, float("nan"))
+        ops.rms_norm_rows.out(x, weight, 1e-6, zero_centered, torch.empty(0), torch.empty(0), out)
+        _close(out, want, dtype, "norm")
+        want, want_sum = norm_ref.rms_norm(x, weight, 1e-6, zero_centered=zero_centered, residual=residual)
+        total = torch.full_like(x, float("nan"))
+        ops.rms_norm_rows.out(x, weight, 1e-6, zero_centered, residual, total, out)
+        assert torch.equal(total, want_sum), "the sum is rounded once, as the reference rounds it"
+        _close(out, want, dtype, "norm after the residual add")
+    # A row's result is its own: normed alone or among others, the same bits.
+    alone = torch.empty_like(x[:1])
+    ops.rms_norm_rows.out(x[-1:].contiguous(), weight, 1e-6, True, torch.empty(0), torch.empty(0), alone)
+    among = torch.empty_like(x)
+    ops.rms_norm_rows.out(x, weight, 1e-6, True, torch.empty(0), torch.empty(0), among)
+    assert torch.equal(alone[0], among[-1])
 
 
 def _attention_inputs(batch, q_heads, kv_heads, dim, positions, dtype, seed):
@@ -112,17 +131,17 @@ def test_attention_step_matches_the_reference(ops, case, dtype):
     scale = dim**-0.5
     want = attention_ref.attention(q, k_cache, v_cache, gate, start, scale)
     out = torch.full_like(q, float("nan"))
-    ops.attention_step(q, k_cache, v_cache, gate, start, scale, out)
+    ops.attention_step.out(q, k_cache, v_cache, gate, start, scale, out)
     _close(out, want, dtype, "attention")
     # Positions past a row's last visible one are never read: changing them changes nothing.
     k_cache[0, :, last[0] + 1 :] = float("nan")
     again = torch.full_like(q, float("nan"))
-    ops.attention_step(q, k_cache, v_cache, gate, start, scale, again)
+    ops.attention_step.out(q, k_cache, v_cache, gate, start, scale, again)
     assert torch.equal(again, out)
 
 
-def test_one_token_cpu_calls_take_the_fused_steps(ops, monkeypatch):
-    q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(1, 1, 1, 2, 16, 16, torch.float32, seed=3)
+def test_cpu_calls_take_the_fused_steps(ops, monkeypatch):
+    args = layer_inputs(1, 1, 1, 2, 16, 16, torch.float32, seed=3)
     seen = []
 
     class Recording:
@@ -131,30 +150,68 @@ def test_one_token_cpu_calls_take_the_fused_steps(ops, monkeypatch):
             return getattr(ops, name)
 
     monkeypatch.setattr(kernels.cpu_kernels, "ops", Recording)
-    kernels.gated_delta_rule(q, k, v, a, b, A_log, dt_bias, state)
+    kernels.gated_delta_net(*args)
     query, k_cache, v_cache, gate = _attention_inputs(1, 2, 1, 16, 5, torch.float32, seed=4)
     kernels.attention(query, k_cache, v_cache, gate, torch.tensor([4]), 0.25)
-    assert seen == ["gated_delta_step", "attention_step"]
+    kernels.rms_norm(query, torch.ones(16), 1e-6)
+    assert seen == ["gated_delta_net_step", "attention_step", "rms_norm_rows"]
     # A prefill's tokens take the chunked reference, a head size the fused attention cannot step its reference.
-    q2, k2, v2, a2, b2, *_ = _gdn_inputs(1, 3, 1, 2, 16, 16, torch.float32, seed=5)
-    kernels.gated_delta_rule(q2, k2, v2, a2, b2, A_log, dt_bias, state)
+    kernels.gated_delta_net(*layer_inputs(1, 3, 1, 2, 16, 16, torch.float32, seed=5)[:2], *args[2:])
     kernels.attention(*_attention_inputs(1, 2, 1, 24, 5, torch.float32, seed=6), torch.tensor([4]), 0.2)
-    assert seen == ["gated_delta_step", "attention_step"]
+    # A norm weight in another dtype than the activations: the reference widens it.
+    kernels.rms_norm(query.bfloat16(), torch.ones(16), 1e-6)
+    assert seen == ["gated_delta_net_step", "attention_step", "rms_norm_rows"]
 
 
 @pytest.mark.parametrize(
     ("call", "message"),
     [
         (
-            lambda ops: ops.gated_delta_step(
-                *_gdn_inputs(1, 1, 1, 2, 16, 16, torch.float32, 1)[:7],
+            lambda ops: ops.gated_delta_net_step.out(
+                *layer_inputs(1, 1, 1, 2, 16, 16, torch.float32, 1)[:5],
                 torch.zeros(1, 2, 16, 8),
-                torch.empty(1, 1, 2, 16),
+                *layer_inputs(1, 1, 1, 2, 16, 16, torch.float32, 1)[6:],
+                None,
+                None,
+                None,
+                torch.empty(1, 1, 32),
             ),
-            "state must be",
+            "conv_weight has 64 channels",
         ),
         (
-            lambda ops: ops.attention_step(
+            lambda ops: ops.gated_delta_net_step.out(
+                *layer_inputs(1, 1, 1, 2, 16, 16, torch.float32, 1),
+                torch.tensor([1]),
+                None,
+                None,
+                torch.empty(1, 1, 32),
+            ),
+            "active must be",
+        ),
+        (
+            lambda ops: ops.gated_delta_net_step.out(
+                *layer_inputs(1, 2, 1, 2, 16, 16, torch.float32, 1),
+                None,
+                torch.empty(1, 2, 64, 3),
+                torch.empty(1, 1, 2, 16, 16),
+                torch.empty(1, 2, 32),
+            ),
+            "recurrent_trail must be",
+        ),
+        (
+            lambda ops: ops.rms_norm_rows.out(
+                torch.zeros(2, 8),
+                torch.zeros(8),
+                1e-6,
+                True,
+                torch.zeros(2, 8),
+                torch.empty(2, 7),
+                torch.empty(2, 8),
+            ),
+            "sum_out must be",
+        ),
+        (
+            lambda ops: ops.attention_step.out(
                 *_attention_inputs(1, 2, 1, 24, 5, torch.float32, 1)[:4],
                 torch.tensor([4]),
                 0.2,
@@ -163,7 +220,7 @@ def test_one_token_cpu_calls_take_the_fused_steps(ops, monkeypatch):
             "multiple of 16",
         ),
         (
-            lambda ops: ops.attention_step(
+            lambda ops: ops.attention_step.out(
                 *_attention_inputs(1, 2, 1, 16, 5, torch.float32, 1)[:4],
                 torch.tensor([4], dtype=torch.int32),
                 0.2,

@@ -43,9 +43,9 @@ def _run(ops, kind: str, x: torch.Tensor, parts, n: int) -> torch.Tensor:
     out = torch.full((x.shape[0], n), float("nan"))
     if kind in ("int8", "int4"):
         x = torch.nn.functional.pad(x, (0, dequantized(kind, parts).shape[1] - x.shape[1]))
-        getattr(ops, f"{kind}_linear")(x, *parts, out)
+        getattr(ops, f"{kind}_linear").out(x, *parts, out)
     else:
-        ops.float_linear(x, *parts, out)
+        ops.float_linear.out(x, *parts, out)
     return out
 
 
@@ -89,7 +89,7 @@ def test_bf16_dot_products_match_the_widened_product(ops, n, k):
     for rows in ROWS_OF_X:
         x = torch.randn(rows, k, generator=generator).bfloat16()
         out = torch.full((rows, n), float("nan"))
-        ops.bf16_dot_linear(x, tiles, out)
+        ops.bf16_dot_linear.out(x, tiles, out)
         want = (x.double() @ dense.double().T).float()
         assert not out.isnan().any(), f"{rows} rows: outputs left unwritten"
         assert ((out - want).abs() <= 1e-5 * (x.float().abs() @ dense.abs().T) + 1e-6).all(), f"{rows} rows"
@@ -98,19 +98,19 @@ def test_bf16_dot_products_match_the_widened_product(ops, n, k):
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda ops, w: ops.float_linear(torch.randn(1, 48), w, torch.empty(1, 5)), "tiles of a"),
-        (lambda ops, w: ops.float_linear(torch.randn(1, 32).double(), w, torch.empty(1, 5)), "float32"),
-        (lambda ops, w: ops.float_linear(torch.randn(1, 32), w, torch.empty(1, 9)), "tiles"),
+        (lambda ops, w: ops.float_linear.out(torch.randn(1, 48), w, torch.empty(1, 5)), "tiles of a"),
+        (lambda ops, w: ops.float_linear.out(torch.randn(1, 32).double(), w, torch.empty(1, 5)), "float32"),
+        (lambda ops, w: ops.float_linear.out(torch.randn(1, 32), w, torch.empty(1, 9)), "tiles"),
         (
-            lambda ops, w: ops.int8_linear(torch.randn(1, 512), w, torch.empty(8), torch.empty(1, 5)),
+            lambda ops, w: ops.int8_linear.out(torch.randn(1, 512), w, torch.empty(8), torch.empty(1, 5)),
             "integer rows",
         ),
         (
-            lambda ops, w: ops.int8_linear(torch.randn(1, 32), w, torch.empty(8), torch.empty(1, 5)),
+            lambda ops, w: ops.int8_linear.out(torch.randn(1, 32), w, torch.empty(8), torch.empty(1, 5)),
             "multiples of 512",
         ),
         (
-            lambda ops, w: ops.int4_linear(
+            lambda ops, w: ops.int4_linear.out(
                 torch.randn(1, 512),
                 torch.zeros(5, 256, dtype=torch.uint8),
                 torch.empty(80).half(),

@@ -93,8 +93,9 @@ def test_the_heads_cache_equals_one_pass_over_the_sequence(checkpoint_dirs, head
             head_kv,
             torch.tensor([filled - 1]),
         )
+        # Decode steps (the fused CPU kernels) and one prefill pass (the torch reference) sum in other orders.
         for mine, expected in zip(session.cache.kv[-1], head_kv, strict=True):
-            torch.testing.assert_close(mine[row, :, :filled], expected[0, :, :filled], rtol=1e-3, atol=1e-5)
+            torch.testing.assert_close(mine[row, :, :filled], expected[0, :, :filled], rtol=1e-3, atol=5e-5)
 
 
 def test_the_draft_head_option_needs_mtp():

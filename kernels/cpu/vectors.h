@@ -1,0 +1,90 @@
+// Vectors of LANES fp32 values for the CPU kernels, written with GCC/Clang vector extensions so that one source
+// compiles to AVX2, AVX-512 or NEON for the CPU it is built on: loads, bf16 widening, lane sums and exp.
+#pragma once
+
+#include <c10/util/BFloat16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#elif defined(__ARM_NEON)
+#include <arm_neon.h>
+#endif
+
+namespace sqlscout {
+
+constexpr int64_t LANES = 16;
+using f32v = float __attribute__((vector_size(LANES * 4)));
+using u32v = uint32_t __attribute__((vector_size(LANES * 4)));
+using u16v = uint16_t __attribute__((vector_size(LANES * 2)));
+using i32v = int32_t __attribute__((vector_size(LANES * 4)));
+
+template <class T>
+inline T load(const void* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// LANES values from p as fp32: a bf16 number is the upper half of the fp32 of the same value, so widening is a
+// shift.
+inline f32v widen(const float* p) { return load<f32v>(p); }
+inline f32v widen(const uint16_t* bits) {
+  u32v wide = __builtin_convertvector(load<u16v>(bits), u32v) << 16;
+  return load<f32v>(&wide);
+}
+inline f32v widen(const c10::BFloat16* p) { return widen(reinterpret_cast<const uint16_t*>(p)); }
+
+// The lanes summed by halves (lane i plus lane i + 8, then + 4, + 2, + 1), in shuffles where AVX-512 has them.
+inline float sum(f32v v) {
+#if defined(__AVX512F__)
+  return _mm512_reduce_add_ps(load<__m512>(&v));
+#else
+  float lanes[LANES];
+  std::memcpy(lanes, &v, sizeof lanes);
+  for (int width = LANES / 2; width > 0; width /= 2)
+    for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
+  return lanes[0];
+#endif
+}
+
+// exp of each lane, within 2 ulp of std::exp (Cephes' expf: x = n ln 2 + r, |r| <= ln 2 / 2, a degree-7
+// polynomial for e^r, 2^n put in the exponent bits), where a scalar std::exp a value costs the steps more than
+// their arithmetic. Inputs are clamped to the finite range: e^-88.7 is the smallest normal, e^88.7 the largest.
+inline f32v exp(f32v x) {
+  const f32v zero = {}, high = zero + 88.3762626647949f, low = zero - 87.3365447505531f;
+  x = x > high ? high : x;
+  x = x < low ? low : x;
+  // n = x / ln 2 rounded half away from zero (the conversion truncates).
+  const f32v half = x < zero ? zero - 0.5f : zero + 0.5f;
+  const i32v n = __builtin_convertvector(x * 1.44269504088896341f + half, i32v);
+  const f32v nf = __builtin_convertvector(n, f32v);
+  const f32v r = x - nf * 0.693359375f + nf * 2.12194440e-4f;  // ln 2 in two parts, for an exact reduction
+  f32v p = zero + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const i32v power = (n + 127) << 23;
+  return p * load<f32v>(&power);
+}
+
+// x * sigmoid(x) of each lane.
+inline f32v silu(f32v x) { return x / (1.0f + exp(-x)); }
+
+// The lanes stored to p as they are, or rounded to bf16 (to nearest, ties to even, NaN kept a NaN) as c10 rounds.
+inline void narrow(f32v v, float* p) { std::memcpy(p, &v, sizeof v); }
+inline void narrow(f32v v, c10::BFloat16* p) {
+  const u32v bits = load<u32v>(&v);
+  const u32v rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16;
+  const u32v nan = u32v{} + 0x7FC0;
+  const u16v halves = __builtin_convertvector(v != v ? nan : rounded, u16v);
+  std::memcpy(p, &halves, sizeof halves);
+}
+
+}  // namespace sqlscout
