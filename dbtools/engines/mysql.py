@@ -36,8 +36,10 @@ SQL_MODE = "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
 # The client's KILL QUERY follows the server's own limit by this much, as a backstop for statements the server's
 # limit does not cover (MySQL's max_execution_time covers SELECT only) or does not stop.
 KILL_GRACE_S = 0.25
-# Statement interrupted: MariaDB's max_statement_time, MySQL's max_execution_time, KILL QUERY.
-_TIMEOUT_CODES = frozenset({1969, 3024, 1317})
+# The call's own timeout, set on the session as MariaDB's max_statement_time or MySQL's max_execution_time.
+_STATEMENT_LIMIT_CODES = frozenset({1969, 3024})
+# KILL QUERY: this layer's KillTimer, or someone else's.
+_KILLED_CODE = 1317
 _CANNOT_CONNECT_CODES = frozenset({2002, 2003})
 # InnoDB's row count in the catalog is an estimate; counting a big table scans it, so past this size the
 # estimate is shown instead.
@@ -187,9 +189,10 @@ class MySQLDatabase(Database):
                     raise QueryTimeoutError(elapsed, timeout_s)
         except pymysql.Error as exc:
             code = exc.args[0] if exc.args else None
-            if watch is not None and (watch.fired or code in _TIMEOUT_CODES):
+            if watch is not None and (watch.fired or code in _STATEMENT_LIMIT_CODES or code == _KILLED_CODE):
                 elapsed = time.perf_counter() - watch.started
-                if watch.fired or elapsed >= timeout_s:
+                # The server's clock may end the statement a moment before ours: its limit is still the timeout.
+                if watch.fired or code in _STATEMENT_LIMIT_CODES or elapsed >= timeout_s:
                     raise QueryTimeoutError(elapsed, timeout_s) from None
                 raise QueryError(f"cancelled on the server before the timeout: {error_text(exc)}") from None
             if code in LOST_CONNECTION_CODES or code in _CANNOT_CONNECT_CODES:
