@@ -193,7 +193,7 @@ class MySQLDatabase(Database):
                 elapsed = time.perf_counter() - watch.started
                 # The server's clock may end the statement a moment before ours: its limit is still the timeout.
                 if watch.fired or code in _STATEMENT_LIMIT_CODES or elapsed >= timeout_s:
-                    raise QueryTimeoutError(elapsed, timeout_s) from None
+                    raise QueryTimeoutError(max(elapsed, timeout_s), timeout_s) from None
                 raise QueryError(f"cancelled on the server before the timeout: {error_text(exc)}") from None
             if code in LOST_CONNECTION_CODES or code in _CANNOT_CONNECT_CODES:
                 raise ConnectionFailedError(

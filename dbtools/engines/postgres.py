@@ -146,9 +146,11 @@ class PostgresDatabase(Database):
                 yield conn
         except pg_errors.QueryCanceled as exc:
             elapsed = time.perf_counter() - started
-            if elapsed < timeout_s:  # the server measures from the statement's start, later than `started`
-                raise QueryError(f"cancelled on the server before the timeout: {_first_line(exc)}") from None
-            raise QueryTimeoutError(elapsed, timeout_s) from None
+            # The call's own statement_timeout ended it, whatever our clock says (the server's may end it a moment
+            # earlier); other cancels (pg_cancel_backend) say "user request" and come before the timeout.
+            if "statement timeout" in _first_line(exc) or elapsed >= timeout_s:
+                raise QueryTimeoutError(max(elapsed, timeout_s), timeout_s) from None
+            raise QueryError(f"cancelled on the server before the timeout: {_first_line(exc)}") from None
         except psycopg.Error as exc:
             lost = exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P"))
             if isinstance(exc, psycopg.OperationalError) and lost:

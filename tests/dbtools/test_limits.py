@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,6 +16,7 @@ from dbtools.engines import QueryResult
 from dbtools.engines.result_caps import ResultCaps
 from dbtools.engines.results import row_text
 from dbtools.errors import QueryError, QueryTimeoutError
+from tests.fixture_schema import mysql_connection
 from tests.queries_in_flight import QueriesInFlight
 
 SLOW_QUERY = {
@@ -284,3 +286,34 @@ def test_to_dict_of_typed_columns_with_nulls():
         f"12.50 | 2024-05-06 07:08:09 | {key} | 3 | 1 day, 1:00:00",
         "None | None | None | 4 | None",
     ]
+
+
+def _cancel_from_outside(engine: str, dsn: str) -> None:
+    """Cancel the slow query from another session, as an operator would: pg_cancel_backend or KILL QUERY."""
+    if engine == "postgres":
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            find = "SELECT pid FROM pg_stat_activity WHERE query LIKE %s AND pid <> pg_backend_pid()"
+            while not (pids := conn.execute(find, ("%generate_series(1, 100000)%",)).fetchall()):
+                time.sleep(0.05)
+            conn.execute("SELECT pg_cancel_backend(%s)", pids[0])
+        return
+    with mysql_connection(dsn) as conn, conn.cursor() as cursor:
+        find = "SELECT id FROM information_schema.processlist WHERE info LIKE %s AND id <> connection_id()"
+        while not cursor.execute(find, ("%order_items e%",)):
+            time.sleep(0.05)
+        cursor.execute(f"KILL QUERY {int(cursor.fetchone()[0])}")
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+def test_a_query_cancelled_by_someone_else_is_not_called_a_timeout(engine, postgres_dsn, mysql_dsn, open_db):
+    dsn = postgres_dsn if engine == "postgres" else mysql_dsn
+    db = open_db(dsn, timeout_s=30)
+    with ThreadPoolExecutor(1) as pool:
+        cancelling = pool.submit(_cancel_from_outside, engine, dsn)
+        with pytest.raises(QueryError, match="cancelled on the server before the timeout") as cancelled:
+            db.query(SLOW_QUERY[engine])
+        cancelling.result()
+    assert not isinstance(cancelled.value, QueryTimeoutError)
+    assert db.query("SELECT count(*) FROM users").rows == [(30,)]
