@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
-import time
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -288,32 +288,41 @@ def test_to_dict_of_typed_columns_with_nulls():
     ]
 
 
-def _cancel_from_outside(engine: str, dsn: str) -> None:
-    """Cancel the slow query from another session, as an operator would: pg_cancel_backend or KILL QUERY."""
+def _cancel_from_outside(engine: str, dsn: str, marker: str, done: threading.Event) -> None:
+    """Cancel the statement that names `marker` from another session, as an operator would (pg_cancel_backend or
+    KILL QUERY), until the caller is done: a cancel that reaches a backend between statements is lost."""
+    pattern = f"%{marker}%"
     if engine == "postgres":
         import psycopg
 
         with psycopg.connect(dsn, autocommit=True) as conn:
-            find = "SELECT pid FROM pg_stat_activity WHERE query LIKE %s AND pid <> pg_backend_pid()"
-            while not (pids := conn.execute(find, ("%generate_series(1, 100000)%",)).fetchall()):
-                time.sleep(0.05)
-            conn.execute("SELECT pg_cancel_backend(%s)", pids[0])
+            cancel = (
+                "SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+                "WHERE state = 'active' AND query LIKE %s AND pid <> pg_backend_pid()"
+            )
+            while not done.wait(0.1):
+                conn.execute(cancel, (pattern,))
         return
     with mysql_connection(dsn) as conn, conn.cursor() as cursor:
         find = "SELECT id FROM information_schema.processlist WHERE info LIKE %s AND id <> connection_id()"
-        while not cursor.execute(find, ("%order_items e%",)):
-            time.sleep(0.05)
-        cursor.execute(f"KILL QUERY {int(cursor.fetchone()[0])}")
+        while not done.wait(0.1):
+            if cursor.execute(find, (pattern,)):
+                cursor.execute(f"KILL QUERY {int(cursor.fetchone()[0])}")
 
 
 @pytest.mark.parametrize("engine", ["postgres", "mysql"])
 def test_a_query_cancelled_by_someone_else_is_not_called_a_timeout(engine, postgres_dsn, mysql_dsn, open_db):
     dsn = postgres_dsn if engine == "postgres" else mysql_dsn
     db = open_db(dsn, timeout_s=30)
+    marker = f"cancel_{uuid.uuid4().hex}"
+    done = threading.Event()
     with ThreadPoolExecutor(1) as pool:
-        cancelling = pool.submit(_cancel_from_outside, engine, dsn)
-        with pytest.raises(QueryError, match="cancelled on the server before the timeout") as cancelled:
-            db.query(SLOW_QUERY[engine])
+        cancelling = pool.submit(_cancel_from_outside, engine, dsn, marker, done)
+        try:
+            with pytest.raises(QueryError, match="cancelled on the server before the timeout") as cancelled:
+                db.query(SLOW_QUERY[engine].replace("count(*)", f"count(*) AS {marker}", 1))
+        finally:
+            done.set()
         cancelling.result()
     assert not isinstance(cancelled.value, QueryTimeoutError)
     assert db.query("SELECT count(*) FROM users").rows == [(30,)]
