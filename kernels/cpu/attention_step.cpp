@@ -13,9 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <initializer_list>
-#include <limits>
 #include <vector>
 
 #include "vectors.h"

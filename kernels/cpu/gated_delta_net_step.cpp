@@ -15,8 +15,8 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
-#include <initializer_list>
 #include <optional>
 #include <vector>
 
@@ -217,7 +217,8 @@ at::Tensor gated_delta_net_step(const at::Tensor& projected, const at::Tensor& c
                                 const std::optional<at::Tensor>& conv_trail,
                                 const std::optional<at::Tensor>& recurrent_trail) {
   TORCH_CHECK(projected.dim() == 3 && state.dim() == 4, "projected must be [B, T, P] and state [B, Hv, dk, dv]");
-  at::Tensor out = at::empty({projected.size(0), projected.size(1), state.size(1) * state.size(3)}, projected.options());
+  const int64_t width = state.size(1) * state.size(3);
+  at::Tensor out = at::empty({projected.size(0), projected.size(1), width}, projected.options());
   gated_delta_net_step_out(projected, conv_weight, conv_state, A_log, dt_bias, state, norm_weight, eps, active,
                            conv_trail, recurrent_trail, out);
   return out;

@@ -40,7 +40,8 @@ def layer_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtyp
 
 
 def trails(args, tokens):
-    projected, conv_weight, conv_state, *_, state, _norm, _eps = args
+    """NaN-poisoned conv and recurrent trails of `tokens` tokens for the layer inputs `args`."""
+    conv_state, state = args[2], args[5]
     conv = torch.full((state.shape[0], tokens, *conv_state.shape[1:]), float("nan"), dtype=conv_state.dtype)
     return conv, torch.full((state.shape[0], tokens, *state.shape[1:]), float("nan"))
 
