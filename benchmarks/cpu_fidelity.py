@@ -1,4 +1,4 @@
-"""How far int8 and int4 weights move the model from its bf16 weights, on random checkpoints (the real Qwen3.5-2B
+"""How far int8 and int4 weights (int4: some matrices at 6 bits) move the model from its bf16 weights, on random checkpoints (the real Qwen3.5-2B
 text shapes and the tiny test models), and how far llama.cpp's Q8_0 and Q4_K_M move the same checkpoint.
 
 `python -m benchmarks.cpu_fidelity [--prompt-tokens 128] [--greedy-tokens 300] [--no-real-size] [--no-llama-cpp]
@@ -25,7 +25,7 @@ import torch
 from benchmarks.model_results import record_section
 from benchmarks.random_checkpoint import write_tiny_checkpoint
 from model.cache import ModelCache
-from model.cpu_weights import CpuWeight
+from model.cpu_weights import QUANTIZED_KINDS, CpuWeight
 from model.engine import Engine
 from model.engine_options import EngineOptions
 from model.linear import embedding
@@ -87,7 +87,7 @@ def _weight_error(quantized: dict, reference: dict) -> float:
     """Relative Frobenius error of the quantized weights against the bf16 ones, over all quantized matrices."""
     error = total = 0.0
     for name, weight in quantized.items():
-        if isinstance(weight, CpuWeight) and weight.kind in ("int8", "int4"):
+        if isinstance(weight, CpuWeight) and weight.kind in QUANTIZED_KINDS:
             rows, columns = weight.shape
             dense = reference[name].dequantize()[:rows, :columns]
             error += (weight.dequantize()[:rows, :columns] - dense).norm().item() ** 2
@@ -157,8 +157,10 @@ def report(results: dict[str, dict], prompt_tokens: int, greedy_tokens: int) -> 
     lines = [
         f"Machine: {platform.machine()}; date {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}. Random "
         f"checkpoints; a {prompt_tokens}-token random prompt. Reference: the same checkpoint with bf16 weights. "
-        "int8: a scale per 32 values of a row; int4: a scale and a minimum per 32 values, fitted by least squares, "
-        "the LM head int8 (both with bf16 activations, quantized to int8 per 32 values in the decode products); "
+        "int8: a scale per 32 values of a row; int4: 4-bit values with a scale and a minimum per 32 values (8-bit "
+        "multiples of steps per 512), fitted by least squares from a few starts, with the LM head and, in half the "
+        "layers, the Gated DeltaNet input and MLP down projections at 6 bits as Q4_K_M keeps them (both with bf16 "
+        "activations, quantized to int8 per 32 values in the decode products); "
         "fp32: fp32 activations, to show how much bf16 itself moves the model. "
         "llama.cpp: its logits for the same token ids from its BF16, Q8_0 and Q4_K_M files of the checkpoint "
         "(its own conversion and quantization), against the same reference. Stream error: relative L2 error of the residual stream after a layer. "

@@ -1,15 +1,16 @@
-"""Weight matrices on the CPU: kept in the checkpoint's own dtype (bf16), as int8 or as int4, in the layouts of
-the C++ products (kernels/cpu), with sums in fp32.
+"""Weight matrices on the CPU: kept in the checkpoint's own dtype (bf16), as int8, or as 4- or 6-bit affine values
+(int4, int6), in the layouts of the C++ products (kernels/cpu), with sums in fp32.
 
 A decode step multiplies a few rows of activations by every weight: the products widen each weight to fp32 in
 registers (or, for bf16 activations, multiply bf16 pairs exactly in hardware), so the weights cost their stored
-bytes (bf16 half of fp32's) and the sums are those of fp32; int8 and int4 weights meet activations quantized to
-int8 per block of 32 (as llama.cpp's Q8_0 and Q4_1 do), in integer dot products. A product of many rows (a prefill) is compute-bound instead: the weights are widened a block of rows at a time and multiplied
+bytes (bf16 half of fp32's) and the sums are those of fp32; integer weights meet activations quantized to int8 per
+block of 32 (as llama.cpp's Q8_0, Q4_K and Q6_K do), in integer dot products. A product of many rows (a prefill) is compute-bound instead: the weights are widened a block of rows at a time and multiplied
 densely, in bf16 for bf16 activations on a CPU that multiplies bf16 natively (oneDNN's kernels), else in fp32.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
@@ -18,7 +19,7 @@ import torch.nn.functional as F
 from kernels import cpu as cpu_kernels
 from kernels.reference import weight_products as layout
 from model.cpu import native_bf16
-from model.quantize import quantize_int4, quantize_int8
+from model.quantize import quantize_affine, quantize_int8
 
 # Rows of activations up to which the C++ products run; more rows are multiplied densely, where the flops of
 # oneDNN's and MKL's kernels outweigh widening every weight block first. On two Zen 4 cores a 12,288 x 2,048
@@ -26,39 +27,48 @@ from model.quantize import quantize_int4, quantize_int8
 PRODUCT_MAX_ROWS = 64
 # Rows of weights widened at once by the dense path: 8 MB of fp32 at 2,048 columns.
 DENSE_BLOCK_ROWS = 1024
+# The affine kinds and their bits a value.
+AFFINE_KINDS = {"int4": 4, "int6": 6}
+QUANTIZED_KINDS = ("int8", *AFFINE_KINDS)
 
 
 @dataclass(frozen=True)
 class CpuWeight:
     """A [N, K] matrix stored as `kind` in the layout of its product (see kernels/reference/weight_products.py):
-    tiled floats, or int8 and int4 rows in dot-product blocks."""
+    tiled floats, or int8, int4 and int6 rows in dot-product blocks."""
 
     kind: str
     tiles: torch.Tensor
     shape: torch.Size
-    scales: torch.Tensor | None = None  # int8, int4: fp16 per block of 32 values of a row
-    minimums: torch.Tensor | None = None  # int4: fp16 per block of 32 values of a row
+    scales: torch.Tensor | None = (
+        None  # int8: fp16 per block of 32 values of a row; int4, int6: uint8 multiples
+    )
+    minimums: torch.Tensor | None = None  # int4, int6: int8 multiples per block of 32 values of a row
+    steps: torch.Tensor | None = (
+        None  # int4, int6: fp32 scale and minimum steps per chunk of 512 values of a row
+    )
 
     @property
     def nbytes(self) -> int:
-        return sum(t.nbytes for t in (self.tiles, self.scales, self.minimums) if t is not None)
+        return sum(t.nbytes for t in (self.tiles, self.scales, self.minimums, self.steps) if t is not None)
 
     @property
     def padded_columns(self) -> int:
-        return self.tiles.shape[1] * (2 if self.kind == "int4" else 1)
+        return self.tiles.shape[1] * 8 // AFFINE_KINDS.get(self.kind, 8)
 
     def dequantize(self, rows: slice | None = None) -> torch.Tensor:
         """fp32 rows (default all) of the padded matrix; a slice of tiles starts at a multiple of TILE_ROWS."""
         if self.kind == "int8":
             return layout.dequantize_int8(self.tiles, self.scales, rows)
-        if self.kind == "int4":
-            return layout.dequantize_int4(self.tiles, self.scales, self.minimums, rows)
+        if self.kind in AFFINE_KINDS:
+            bits = AFFINE_KINDS[self.kind]
+            return layout.dequantize_affine(self.tiles, bits, self.scales, self.minimums, self.steps, rows)
         return layout.dequantize_float(self.tiles, rows)
 
     def embedding(self, tokens: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """Rows `tokens` in dtype, as F.embedding gives them: an LM head tied to the embedding is kept once, as
         the head (a quantized head is a copy, and the embedding stays a plain tensor)."""
-        if self.kind in ("int8", "int4"):
+        if self.kind in QUANTIZED_KINDS:
             raise ValueError("a quantized matrix is never an embedding: the embedding stays as stored")
         return layout.rows_of_tiles(self.tiles, tokens)[..., : self.shape[1]].to(dtype)
 
@@ -70,17 +80,46 @@ def stored_kind(weight: torch.Tensor, quantize: str | None) -> str:
     return "bfloat16" if weight.dtype == torch.bfloat16 else "float32"
 
 
+# Under int4, the matrices kept at 6 bits in some layers (see more_bits), as llama.cpp's Q4_K_M keeps them: the
+# Gated DeltaNet input projection (its q, k, v, z, a and b rows; Q4_K_M raises q, k and v) and the MLP's down
+# projection. The LM head is always 6-bit there.
+MORE_BITS_MATRICES = ("linear_attn.in_proj.weight", "mlp.down_proj.weight")
+LAYER_NAME = re.compile(r"layers\.(\d+)\.(.+)")
+
+
+def more_bits(layer: int, layers: int) -> bool:
+    """Whether layer (of layers) keeps its sensitive matrices at 6 bits under int4: the first and last eighth of the
+    layers and every third one between them, where a 4-bit error costs most (llama.cpp's rule for Q4_K_M)."""
+    eighth = layers // 8
+    return layer < eighth or layer >= 7 * layers // 8 or (layer - eighth) % 3 == 2
+
+
+def matrix_kind(name: str, weight: torch.Tensor, quantize: str | None, layers: int) -> str:
+    """How the model matrix `name` (of a model of `layers` layers) is kept: as stored_kind says, except that int4
+    keeps the LM head and, in the layers more_bits picks, MORE_BITS_MATRICES at 6 bits."""
+    if quantize != "int4":
+        return stored_kind(weight, quantize)
+    if name == "lm_head.weight":
+        return "int6"
+    match = LAYER_NAME.fullmatch(name)
+    if match and match[2] in MORE_BITS_MATRICES and more_bits(int(match[1]), layers):
+        return "int6"
+    return "int4"
+
+
 def to_cpu_weight(weight: torch.Tensor, kind: str) -> CpuWeight:
     """weight [N, K] stored as kind."""
-    if kind in ("int8", "int4"):
-        values, scales, *minimums = quantize_int8(weight) if kind == "int8" else quantize_int4(weight)
-        blocked = layout.block_values(values)
-        if kind == "int4":
-            blocked = layout.pack_int4(blocked)
+    if kind == "int8":
+        values, scales = quantize_int8(weight)
         # Scales of the zero blocks that pad K to whole chunks are zeros too.
         padding = layout.padded(weight.shape[1], layout.CHUNK) // layout.BLOCK - scales.shape[1]
-        scales, *minimums = (F.pad(t, (0, padding)) for t in (scales, *minimums))
-        return CpuWeight(kind, blocked, weight.shape, scales, *minimums)
+        return CpuWeight(kind, layout.block_values(values), weight.shape, F.pad(scales, (0, padding)))
+    if kind in AFFINE_KINDS:
+        bits = AFFINE_KINDS[kind]
+        values, scales, minimums, steps = quantize_affine(weight, bits)
+        return CpuWeight(
+            kind, layout.pack_affine(layout.block_values(values), bits), weight.shape, scales, minimums, steps
+        )
     return CpuWeight(kind, layout.tile_rows(weight.to(getattr(torch, kind))), weight.shape)
 
 
@@ -109,8 +148,9 @@ def _padded(x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
 def _compiled_product(ops, x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
     if weight.kind == "int8":
         return ops.int8_linear(x, weight.tiles, weight.scales)
-    if weight.kind == "int4":
-        return ops.int4_linear(x, weight.tiles, weight.scales, weight.minimums)
+    if weight.kind in AFFINE_KINDS:
+        bits = AFFINE_KINDS[weight.kind]
+        return ops.affine_linear(x, weight.tiles, weight.scales, weight.minimums, weight.steps, bits)
     if x.dtype == torch.bfloat16:
         return ops.bf16_dot_linear(x, weight.tiles, weight.shape[0])
     return ops.float_linear(x, weight.tiles, weight.shape[0])

@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from model import quantized_cache
 from model.config import Qwen35Config
-from model.cpu_weights import stored_kind, to_cpu_weight
+from model.cpu_weights import matrix_kind, to_cpu_weight
 from model.draft_head import PREFIX as DRAFT_PREFIX
 from model.draft_head import draft_head_layout
 from model.errors import DOWNLOAD_HINT, ModelDirectoryError
@@ -67,7 +67,7 @@ def load_weights(
     second full copy of the model is ever held. Vision and multi-token-prediction weights are skipped.
     On a GPU every tensor is a plain one in dtype. On the CPU every projection and the LM head becomes a CpuWeight
     as soon as it is complete (so at most one is held twice at a time): in the checkpoint's own dtype, or int8 /
-    int4 with quantize (int4 for the projections, the LM head int8); the
+    int4 with quantize (int4: some matrices at 6 bits, see cpu_weights.matrix_kind); the
     embedding stays in the checkpoint's dtype, and a head tied to it is kept once, as the head, unless quantized.
     With quantized_cache_dir the quantized weights are read from there when this checkpoint's are, and kept
     there when not.
@@ -83,12 +83,16 @@ def load_weights(
         if set(cached) != {name for name in [*layout, "lm_head.weight"] if is_matrix(name)}:
             cached = {}
     to_read = {name: part for name, part in layout.items() if name not in cached}
-    weights = _read_checkpoint(model_dir, files, to_read, prefix, device, dtype, quantize if on_cpu else None)
+    layers = config.num_hidden_layers
+    weights = _read_checkpoint(
+        model_dir, files, to_read, prefix, device, dtype, quantize if on_cpu else None, layers
+    )
     weights.update(cached)
     if "lm_head.weight" not in weights:
         head = weights["embed_tokens.weight"]
         if on_cpu:
-            weights["lm_head.weight"] = to_cpu_weight(head, _head_kind(head, quantize))
+            kind = matrix_kind("lm_head.weight", head, quantize, layers)
+            weights["lm_head.weight"] = to_cpu_weight(head, kind)
             if not quantize:  # kept once: the tied embedding reads the head's rows
                 weights["embed_tokens.weight"] = weights["lm_head.weight"]
         else:
@@ -126,22 +130,17 @@ def load_draft_head(
     files = check_draft_head(model_dir)
     layout = draft_head_layout(config)
     weights = _read_checkpoint(
-        model_dir, files, layout, "", device, dtype, quantize if device.type == "cpu" else None
+        model_dir,
+        files,
+        layout,
+        "",
+        device,
+        dtype,
+        quantize if device.type == "cpu" else None,
+        config.num_hidden_layers,
     )
     log.info("loaded the multi-token-prediction head from %s", model_dir)
     return weights
-
-
-def _head_kind(head: torch.Tensor, quantize: str | None) -> str:
-    # The head decides every token: 4-bit there is not shown harmless, so it stays int8 (as llama.cpp's Q4_K_M
-    # keeps its output matrix at 6 bits).
-    return stored_kind(head, "int8" if quantize == "int4" else quantize)
-
-
-def _matrix_kind(name: str, weight: torch.Tensor, quantize: str | None) -> str:
-    if name == "lm_head.weight":
-        return _head_kind(weight, quantize)
-    return stored_kind(weight, quantize)
 
 
 def _read_checkpoint(
@@ -152,8 +151,9 @@ def _read_checkpoint(
     device: torch.device,
     dtype: torch.dtype,
     quantize: str | None,
+    layers: int,
 ) -> dict[str, Weight]:
-    """The model tensors of layout read from the checkpoint's files (see load_weights)."""
+    """The model tensors of layout read from the checkpoint's files (see load_weights); layers: the model's."""
     sources = {
         _checkpoint_name(source, prefix): source for part in layout.values() for source in part.sources
     }
@@ -194,7 +194,7 @@ def _read_checkpoint(
                     pending[target] -= 1
                     if on_cpu and pending[target] == 0 and is_matrix(target):
                         weight = weights[target]
-                        weights[target] = to_cpu_weight(weight, _matrix_kind(target, weight, quantize))
+                        weights[target] = to_cpu_weight(weight, matrix_kind(target, weight, quantize, layers))
                     progress.update(1)
     return weights
 

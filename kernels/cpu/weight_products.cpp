@@ -1,8 +1,10 @@
 // Weight products for the CPU: y[M, N] = x[M, K] (fp32) @ W[N, K]^T with W stored
 // - as fp32 or bf16, widened to fp32 a vector at a time in registers and accumulated in fp32 (bf16 activations
 //   against bf16 weights: exact bf16 dot products where the CPU has them), or
-// - as int8 (a scale per block of 32 values of a row, llama.cpp's Q8_0) or int4 (a scale and a minimum per block,
-//   Q4_1), multiplied in integers against x quantized to int8 per block (see integer_product).
+// - as int8 (a scale per block of 32 values of a row, llama.cpp's Q8_0), or as 4- or 6-bit values with a scale and
+//   a minimum per block, themselves 8-bit multiples of two steps per chunk of 512 values (as llama.cpp's Q4_K and
+//   Q6_K keep theirs per super-block), multiplied in integers against x quantized to int8 per block (see
+//   integer_product).
 // A decode step reads every weight once per token, so these products are written to stream W at the memory's
 // speed:
 // - float W is stored in tiles of TILE_ROWS rows, each tile's rows interleaved LANES values at a time, so that a
@@ -26,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "vectors.h"
@@ -161,8 +164,8 @@ void float_product(const Tiles& w, const float* x, int64_t M, int64_t N, int64_t
 // is exact in int32 and costs its scales once. Rows are row-major with K permuted within each CHUNK
 // (kernels/reference/weight_products.py): 32-bit lane i of the chunk's 64-byte vector j holds values
 // 32i + 4j .. 32i + 4j + 3, so eight 4-byte dot products per lane (one instruction per 64 bytes where the CPU has
-// them) sum one block, and a chunk's 16 block sums take one convert, one multiply and one multiply-add. int4 rows
-// hold a chunk's vectors 2v and 2v + 1 in the low and high nibbles of 64 bytes, split with a mask and a shift.
+// them) sum one block, and a chunk's 16 block sums take one convert, one multiply and one multiply-add. 4- and
+// 6-bit rows pack a chunk's vectors (AffineRows), unpacked with masks and shifts.
 constexpr int64_t BLOCK = 32;
 constexpr int64_t CHUNK = 512;
 constexpr int64_t VECTOR = 64;  // bytes per dot-product vector
@@ -254,7 +257,7 @@ inline i32v signed_dot4(i32v acc, PreparedWeights w, i8x64 x) {
 
 // x quantized for the integer products: values [M, K] int8 in the weights' permuted order, and per block its
 // scale, the start of its int8 dot products (-128 times the block's sum of values where DOT_IS_BIASED, else 0)
-// and its dequantized sum (scale times the sum of values), which int4's minimums multiply.
+// and its dequantized sum (scale times the sum of values), which affine rows' minimums multiply.
 struct QuantizedX {
   std::vector<int8_t> values;
   std::vector<float> scales;
@@ -304,20 +307,63 @@ inline f32v halves_to_floats(const uint16_t* p) {
 #endif
 }
 
-// Integer rows: int8 values, or int4 values packed two a byte (`minimums` set), with fp16 scales (and minimums)
-// per block.
-struct IntegerRows {
-  const uint8_t* data;
+// int8 rows with an fp16 scale per block.
+struct Int8Rows {
+  const int8_t* data;
   const uint16_t* scales;
-  const uint16_t* minimums;
   int64_t K;
 };
 
+// Affine rows of `bits` (4 or 6) bit values v: a weight is scale * v + minimum, a block's scale being
+// steps[0] * scales[block] and its minimum steps[1] * minimums[block] + steps[2], with STEPS steps per chunk. A chunk's bytes are its
+// eight vectors' low nibbles (vectors 2p and 2p + 1 in the low and high nibbles of 64 bytes p), then for 6 bits
+// their upper two bits (vectors 4q .. 4q + 3 in bits 0-1 .. 6-7 of 64 bytes q).
+struct AffineRows {
+  const uint8_t* data;
+  const uint8_t* scales;
+  const int8_t* minimums;
+  const float* steps;
+  int64_t K;
+};
+
+constexpr int64_t STEPS = 3;
+constexpr int64_t chunk_bytes(int bits) { return CHUNK * bits / 8; }
+
+// LANES bytes from p (unsigned or signed) as fp32: compilers widen bytes a lane at a time unless told the
+// instruction.
+template <class Byte>
+inline f32v bytes_to_floats(const Byte* p) {
+  constexpr bool is_signed = std::is_signed_v<Byte>;
+#if defined(__AVX512F__)
+  const __m128i bytes = load<__m128i>(p);
+  const __m512i wide = is_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+  return to_floats(load<i32v>(&wide));
+#elif defined(__AVX2__)
+  __m256i wide[2];
+  for (int h = 0; h < 2; ++h) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * h));
+    wide[h] = is_signed ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+  }
+  return to_floats(load<i32v>(wide));
+#else
+  float lanes[LANES];
+  for (int i = 0; i < LANES; ++i) lanes[i] = float(p[i]);
+  return load<f32v>(lanes);
+#endif
+}
+
+// The upper two bits of vector t of a group of four (bits 2t, 2t + 1 of `high`) moved to bits 4 and 5.
+template <int t>
+inline u8x64 upper_bits(u8x64 high) {
+  if constexpr (t == 3) return (high >> 2) & 0x30;
+  return (high << (4 - 2 * t)) & 0x30;
+}
+
 // Row n of W against rows m0 .. m0 + rm - 1 of x.
-template <int rm, bool is_int4>
-inline void integer_row(const IntegerRows& w, const QuantizedX& q, int64_t m0, int64_t n, int64_t N, float* y) {
+template <int rm>
+inline void int8_row(const Int8Rows& w, const QuantizedX& q, int64_t m0, int64_t n, int64_t N, float* y) {
   const int64_t K = w.K, blocks = K / BLOCK;
-  const uint8_t* row = w.data + n * (is_int4 ? K / 2 : K);
+  const int8_t* row = w.data + n * K;
   const int8_t* xs = q.values.data() + m0 * K;
   f32v acc[rm] = {};
   for (int64_t chunk = 0; chunk < K / CHUNK; ++chunk) {
@@ -325,54 +371,72 @@ inline void integer_row(const IntegerRows& w, const QuantizedX& q, int64_t m0, i
     const int8_t* chunk_x = xs + chunk * CHUNK;
     i32v sums[rm];
     for (int m = 0; m < rm; ++m) sums[m] = load<i32v>(q.starts.data() + (m0 + m) * blocks + block0);
-    if constexpr (is_int4) {
-      // Biased starts belong to signed weights: nibbles are unsigned already.
-      for (int m = 0; m < rm; ++m) sums[m] = i32v{};
-      for (int64_t v = 0; v < CHUNK / VECTOR / 2; ++v) {
-        const u8x64 packed = load<u8x64>(row + chunk * CHUNK / 2 + v * VECTOR);
-        const u8x64 low = packed & 0xF, high = packed >> 4;
-        for (int m = 0; m < rm; ++m) {
-          const int8_t* at = chunk_x + m * K + 2 * v * VECTOR;
-          sums[m] = unsigned_dot4(sums[m], low, load<i8x64>(at));
-          sums[m] = unsigned_dot4(sums[m], high, load<i8x64>(at + VECTOR));
-        }
-      }
-    } else {
-      for (int64_t v = 0; v < CHUNK / VECTOR; ++v) {
-        const PreparedWeights weights = prepare(reinterpret_cast<const int8_t*>(row) + chunk * CHUNK + v * VECTOR);
-        for (int m = 0; m < rm; ++m) sums[m] = signed_dot4(sums[m], weights, load<i8x64>(chunk_x + m * K + v * VECTOR));
-      }
+    for (int64_t v = 0; v < CHUNK / VECTOR; ++v) {
+      const PreparedWeights weights = prepare(row + chunk * CHUNK + v * VECTOR);
+      for (int m = 0; m < rm; ++m) sums[m] = signed_dot4(sums[m], weights, load<i8x64>(chunk_x + m * K + v * VECTOR));
     }
     const f32v weight_scales = halves_to_floats(w.scales + n * blocks + block0);
     for (int m = 0; m < rm; ++m)
       acc[m] += to_floats(sums[m]) * (load<f32v>(q.scales.data() + (m0 + m) * blocks + block0) * weight_scales);
-    if constexpr (is_int4) {
-      const f32v minimums = halves_to_floats(w.minimums + n * blocks + block0);
-      for (int m = 0; m < rm; ++m) acc[m] += minimums * load<f32v>(q.sums.data() + (m0 + m) * blocks + block0);
+  }
+  for (int m = 0; m < rm; ++m) y[(m0 + m) * N + n] = sum(acc[m]);
+}
+
+template <int rm, int bits>
+inline void affine_row(const AffineRows& w, const QuantizedX& q, int64_t m0, int64_t n, int64_t N, float* y) {
+  const int64_t K = w.K, blocks = K / BLOCK, chunks = K / CHUNK;
+  const uint8_t* row = w.data + n * (K / CHUNK) * chunk_bytes(bits);
+  const int8_t* xs = q.values.data() + m0 * K;
+  f32v acc[rm] = {};
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t block0 = chunk * BLOCKS_PER_CHUNK;
+    const uint8_t* bytes = row + chunk * chunk_bytes(bits);
+    const int8_t* chunk_x = xs + chunk * CHUNK;
+    // Values are unsigned: the biased starts of signed weights do not apply.
+    i32v sums[rm] = {};
+    for (int p = 0; p < CHUNK / VECTOR / 2; ++p) {
+      const u8x64 packed = load<u8x64>(bytes + p * VECTOR);
+      u8x64 low = packed & 0xF, high = packed >> 4;
+      if constexpr (bits == 6) {
+        const u8x64 upper = load<u8x64>(bytes + CHUNK / 2 + p / 2 * VECTOR);
+        low |= p % 2 ? upper_bits<2>(upper) : upper_bits<0>(upper);
+        high |= p % 2 ? upper_bits<3>(upper) : upper_bits<1>(upper);
+      }
+      for (int m = 0; m < rm; ++m) {
+        const int8_t* at = chunk_x + m * K + 2 * p * VECTOR;
+        sums[m] = unsigned_dot4(sums[m], low, load<i8x64>(at));
+        sums[m] = unsigned_dot4(sums[m], high, load<i8x64>(at + VECTOR));
+      }
+    }
+    const float* steps = w.steps + (n * chunks + chunk) * STEPS;
+    const f32v scales = bytes_to_floats(w.scales + n * blocks + block0) * steps[0];
+    const f32v minimums = bytes_to_floats(w.minimums + n * blocks + block0) * steps[1] + steps[2];
+    for (int m = 0; m < rm; ++m) {
+      const int64_t at = (m0 + m) * blocks + block0;
+      acc[m] += to_floats(sums[m]) * (load<f32v>(q.scales.data() + at) * scales);
+      acc[m] += minimums * load<f32v>(q.sums.data() + at);
     }
   }
   for (int m = 0; m < rm; ++m) y[(m0 + m) * N + n] = sum(acc[m]);
 }
 
-template <int rm, bool is_int4>
-inline void integer_rest(const IntegerRows& w, const QuantizedX& q, int64_t m, int64_t n, int64_t N, float* y,
-                         int64_t left) {
-  if constexpr (rm > 0) {
-    if (left == rm) return integer_row<rm, is_int4>(w, q, m, n, N, y);
-    integer_rest<rm - 1, is_int4>(w, q, m, n, N, y, left);
+// f(std::integral_constant<int, rm>{}) for the rm = left in 1 .. rows.
+template <int rows, class F>
+inline void with_rows(int64_t left, const F& f) {
+  if constexpr (rows > 0) {
+    if (left == rows) return f(std::integral_constant<int, rows>{});
+    with_rows<rows - 1>(left, f);
   }
 }
 
-template <bool is_int4>
-void integer_product(const IntegerRows& w, const float* x, int64_t M, int64_t N, float* y) {
-  const QuantizedX q = quantize_x(x, M, w.K);
+// Every row n of W against the rows of x, INTEGER_ROWS_OF_X at a time: row(rm, q, m, n) writes y's entries.
+template <class Row>
+void integer_product(const float* x, int64_t M, int64_t N, int64_t K, const Row& row) {
+  const QuantizedX q = quantize_x(x, M, K);
   at::parallel_for(0, N, GRAIN_ROWS, [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) {
-      int64_t m = 0;
-      for (; m + INTEGER_ROWS_OF_X <= M; m += INTEGER_ROWS_OF_X)
-        integer_row<INTEGER_ROWS_OF_X, is_int4>(w, q, m, n, N, y);
-      integer_rest<INTEGER_ROWS_OF_X - 1, is_int4>(w, q, m, n, N, y, M - m);
-    }
+    for (int64_t n = begin; n < end; ++n)
+      for (int64_t m = 0; m < M; m += INTEGER_ROWS_OF_X)
+        with_rows<INTEGER_ROWS_OF_X>(std::min<int64_t>(INTEGER_ROWS_OF_X, M - m), [&](auto rm) { row(rm, q, m, n); });
   });
 }
 
@@ -432,34 +496,52 @@ void bf16_dot_linear_out(const at::Tensor& x, const at::Tensor& tiles, at::Tenso
 #endif
 }
 
-// rows [N, K / values per byte] (int8, or uint8 int4 pairs); scales (and minimums) fp16 [N, K / BLOCK].
-IntegerRows check_integer(const at::Tensor& x, const at::Tensor& rows, at::ScalarType type, const at::Tensor& scales,
-                          const at::Tensor* minimums, const at::Tensor& y) {
-  const int64_t K = x.size(1), N = y.size(1), per_byte = minimums ? 2 : 1;
-  check_input(x, K);
+// x [M, K] fp32 and y [M, N] for the integer products, K a multiple of CHUNK.
+void check_integer_product(const at::Tensor& x, const at::Tensor& y) {
+  check_input(x, x.size(1));
   check_output(y, x.size(0));
-  TORCH_CHECK(K % CHUNK == 0, "integer products take K in multiples of ", CHUNK, ", got ", K);
-  TORCH_CHECK(rows.scalar_type() == type && rows.is_contiguous() && rows.device().is_cpu() && rows.dim() == 2 &&
-                  rows.size(0) == N && rows.size(1) * per_byte == K,
-              "integer rows must be a contiguous [", N, ", ", K / per_byte, "] ", type, " CPU tensor, got ",
-              rows.scalar_type(), " ", rows.sizes());
-  for (const at::Tensor* t : {&scales, minimums})
-    TORCH_CHECK(!t || (t->scalar_type() == at::kHalf && t->is_contiguous() && t->numel() == N * (K / BLOCK)),
-                "integer scales and minimums must be contiguous float16, one per block of ", BLOCK,
-                " values of a row");
-  return {static_cast<const uint8_t*>(rows.data_ptr()), reinterpret_cast<const uint16_t*>(scales.data_ptr()),
-          minimums ? reinterpret_cast<const uint16_t*>(minimums->data_ptr()) : nullptr, K};
+  TORCH_CHECK(x.size(1) % CHUNK == 0, "integer products take K in multiples of ", CHUNK, ", got ", x.size(1));
 }
 
+void check_part(const at::Tensor& t, const char* name, at::ScalarType type, int64_t numel) {
+  TORCH_CHECK(t.scalar_type() == type && t.is_contiguous() && t.device().is_cpu() && t.numel() == numel, name,
+              " must be a contiguous ", type, " CPU tensor of ", numel, " elements, got ", t.scalar_type(), " ",
+              t.sizes());
+}
+
+// rows int8 [N, K]; scales fp16 [N, K / BLOCK].
 void int8_linear_out(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales, at::Tensor& y) {
-  const IntegerRows w = check_integer(x, rows, at::kChar, scales, nullptr, y);
-  integer_product<false>(w, x.data_ptr<float>(), x.size(0), y.size(1), y.data_ptr<float>());
+  check_integer_product(x, y);
+  const int64_t K = x.size(1), N = y.size(1);
+  check_part(rows, "int8 rows", at::kChar, N * K);
+  check_part(scales, "int8 scales", at::kHalf, N * (K / BLOCK));
+  const Int8Rows w{rows.data_ptr<int8_t>(), reinterpret_cast<const uint16_t*>(scales.data_ptr()), K};
+  float* out = y.data_ptr<float>();
+  integer_product(x.data_ptr<float>(), x.size(0), N, K, [&](auto rm, const QuantizedX& q, int64_t m, int64_t n) {
+    int8_row<decltype(rm)::value>(w, q, m, n, N, out);
+  });
 }
 
-void int4_linear_out(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales,
-                 const at::Tensor& minimums, at::Tensor& y) {
-  const IntegerRows w = check_integer(x, rows, at::kByte, scales, &minimums, y);
-  integer_product<true>(w, x.data_ptr<float>(), x.size(0), y.size(1), y.data_ptr<float>());
+// rows uint8 [N, K * bits / 8] (see AffineRows); scales uint8 and minimums int8 [N, K / BLOCK]; steps fp32
+// [N, K / CHUNK, STEPS].
+void affine_linear_out(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales,
+                       const at::Tensor& minimums, const at::Tensor& steps, int64_t bits, at::Tensor& y) {
+  TORCH_CHECK(bits == 4 || bits == 6, "affine products take 4- or 6-bit values, not ", bits);
+  check_integer_product(x, y);
+  const int64_t K = x.size(1), N = y.size(1);
+  check_part(rows, "affine rows", at::kByte, N * K * bits / 8);
+  check_part(scales, "affine scales", at::kByte, N * (K / BLOCK));
+  check_part(minimums, "affine minimums", at::kChar, N * (K / BLOCK));
+  check_part(steps, "affine steps", at::kFloat, N * (K / CHUNK) * STEPS);
+  const AffineRows w{rows.data_ptr<uint8_t>(), scales.data_ptr<uint8_t>(), minimums.data_ptr<int8_t>(),
+                     steps.data_ptr<float>(), K};
+  float* out = y.data_ptr<float>();
+  integer_product(x.data_ptr<float>(), x.size(0), N, K, [&](auto rm, const QuantizedX& q, int64_t m, int64_t n) {
+    if (bits == 4)
+      affine_row<decltype(rm)::value, 4>(w, q, m, n, N, out);
+    else
+      affine_row<decltype(rm)::value, 6>(w, q, m, n, N, out);
+  });
 }
 
 // The functional forms, which allocate out [M, N] (fp32): N is the matrix's row count.
@@ -483,10 +565,10 @@ at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& rows, const at::Te
   return y;
 }
 
-at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales,
-                       const at::Tensor& minimums) {
+at::Tensor affine_linear(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales,
+                         const at::Tensor& minimums, const at::Tensor& steps, int64_t bits) {
   at::Tensor y = products(x, rows.size(0));
-  int4_linear_out(x, rows, scales, minimums, y);
+  affine_linear_out(x, rows, scales, minimums, steps, bits, y);
   return y;
 }
 
@@ -504,8 +586,10 @@ TORCH_LIBRARY(sqlscout_cpu, m) {
   m.def("bf16_dot_linear.out(Tensor x, Tensor tiles, Tensor(a!) out) -> ()");
   m.def("int8_linear(Tensor x, Tensor rows, Tensor scales) -> Tensor");
   m.def("int8_linear.out(Tensor x, Tensor rows, Tensor scales, Tensor(a!) out) -> ()");
-  m.def("int4_linear(Tensor x, Tensor rows, Tensor scales, Tensor minimums) -> Tensor");
-  m.def("int4_linear.out(Tensor x, Tensor rows, Tensor scales, Tensor minimums, Tensor(a!) out) -> ()");
+  m.def("affine_linear(Tensor x, Tensor rows, Tensor scales, Tensor minimums, Tensor steps, int bits) -> Tensor");
+  m.def(
+      "affine_linear.out(Tensor x, Tensor rows, Tensor scales, Tensor minimums, Tensor steps, int bits, "
+      "Tensor(a!) out) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(sqlscout_cpu, CPU, m) {
@@ -515,6 +599,6 @@ TORCH_LIBRARY_IMPL(sqlscout_cpu, CPU, m) {
   m.impl("bf16_dot_linear.out", &bf16_dot_linear_out);
   m.impl("int8_linear", &int8_linear);
   m.impl("int8_linear.out", &int8_linear_out);
-  m.impl("int4_linear", &int4_linear);
-  m.impl("int4_linear.out", &int4_linear_out);
+  m.impl("affine_linear", &affine_linear);
+  m.impl("affine_linear.out", &affine_linear_out);
 }

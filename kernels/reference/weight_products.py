@@ -9,9 +9,13 @@ int8 and int4 matrices take integer dot products instead, against activations qu
 block of BLOCK values (as llama.cpp's Q8_0 quantizes them). Rows stay row-major, K padded with zeros to a
 multiple of CHUNK and permuted within each chunk so that 32-bit lane i of the chunk's 64-byte vector j holds
 values 32i + 4j to 32i + 4j + 3: eight 4-byte dot products per lane sum one whole block, whose scales are applied
-once. int8 weights have an fp16 scale per block (Q8_0); int4 weights (values 0-15) an fp16 scale and minimum per
-block (Q4_1), and pack a chunk's eight vectors into four: vector 2v in the low nibbles of packed vector v, vector
-2v + 1 in its high nibbles. Scales and minimums stay [N, padded K / BLOCK] in block order.
+once. int8 weights have an fp16 scale per block (Q8_0). Affine weights of 4 or 6 bits (values 0 .. 2^bits - 1) are
+scale * value + minimum per block, the block's scale an 8-bit multiple (0-255) of its chunk's scale step and its
+minimum its chunk's minimum base plus an 8-bit multiple (-127..127) of the chunk's minimum step (as Q4_K and Q6_K
+keep 6- and 8-bit block scales under a super-block's fp16 ones): 4.6875 and 6.6875 bits a weight. Each chunk's eight vectors are packed into its
+bytes: their low nibbles (vector 2p in the low, 2p + 1 in the high nibbles of 64 bytes p), then, for 6 bits, their
+upper two bits (vectors 4q .. 4q + 3 in bits 0-1 .. 6-7 of 64 bytes q). Scales and minimums stay
+[N, padded K / BLOCK] in block order, steps [N, padded K / CHUNK, 3] (scale step, minimum step, minimum base).
 """
 
 from __future__ import annotations
@@ -74,17 +78,37 @@ def unblock_values(blocked: torch.Tensor, rows: slice | None = None) -> torch.Te
     return picked.view(picked.shape[0], -1, vectors, lanes, 4).transpose(2, 3).reshape(picked.shape[0], -1)
 
 
-def pack_int4(blocked: torch.Tensor) -> torch.Tensor:
-    """block_values' output of int4 values (uint8 in [0, 15]) [N, K] as bytes [N, K / 2]: each chunk's vectors
-    2v and 2v + 1 in the low and high nibbles of its packed vector v."""
-    pairs = blocked.view(blocked.shape[0], -1, 2, VECTOR)
-    return (pairs[:, :, 0] | (pairs[:, :, 1] << 4)).reshape(blocked.shape[0], -1)
+AFFINE_BITS = (4, 6)
+UPPER_GROUP = 4  # vectors whose upper two bits share a byte
+STEPS = 3  # per chunk of affine weights: scale step, minimum step, minimum base
 
 
-def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
-    """pack_int4's bytes [N, K / 2] back to the blocked values [N, K] (uint8)."""
-    vectors = packed.view(packed.shape[0], -1, 1, VECTOR)
-    return torch.cat((vectors & 0xF, vectors >> 4), dim=2).reshape(packed.shape[0], -1)
+def pack_affine(blocked: torch.Tensor, bits: int) -> torch.Tensor:
+    """block_values' output of `bits`-bit values (uint8) [N, K] as bytes [N, K * bits / 8], chunk by chunk."""
+    rows = blocked.shape[0]
+    vectors = blocked.view(rows, -1, CHUNK // VECTOR, VECTOR)
+    low = vectors & 0xF
+    parts = [low[:, :, 0::2] | (low[:, :, 1::2] << 4)]
+    if bits == 6:
+        upper = (vectors >> 4).view(rows, -1, CHUNK // VECTOR // UPPER_GROUP, UPPER_GROUP, VECTOR)
+        packed = upper[:, :, :, 0]
+        for t in range(1, UPPER_GROUP):
+            packed = packed | (upper[:, :, :, t] << (2 * t))
+        parts.append(packed)
+    return torch.cat(parts, dim=2).reshape(rows, -1)
+
+
+def unpack_affine(packed: torch.Tensor, bits: int) -> torch.Tensor:
+    """pack_affine's bytes [N, K * bits / 8] back to the blocked values [N, K] (uint8)."""
+    rows = packed.shape[0]
+    chunks = packed.view(rows, -1, CHUNK * bits // 8 // VECTOR, VECTOR)
+    nibbles = chunks[:, :, : CHUNK // VECTOR // 2, None]
+    values = torch.cat((nibbles & 0xF, nibbles >> 4), dim=3).view(rows, -1, CHUNK // VECTOR, VECTOR)
+    if bits == 6:
+        upper = chunks[:, :, CHUNK // VECTOR // 2 :, None]
+        shifts = torch.arange(0, 2 * UPPER_GROUP, 2, dtype=torch.uint8).view(1, 1, 1, UPPER_GROUP, 1)
+        values = values | (((upper >> shifts) & 3) << 4).view(values.shape)
+    return values.reshape(rows, -1)
 
 
 def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -98,7 +122,7 @@ def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def integer_product(x: torch.Tensor, dequantized: torch.Tensor) -> torch.Tensor:
-    """What int8_linear and int4_linear compute, in float64: x [M, K] (zero-padded to the weights' width)
+    """What int8_linear and affine_linear compute, in float64: x [M, K] (zero-padded to the weights' width)
     quantized per block, against the weights' dequantized [N, padded K]."""
     x = torch.nn.functional.pad(x.float(), (0, dequantized.shape[1] - x.shape[1]))
     values, x_scales = quantize_activations(x)
@@ -116,11 +140,18 @@ def dequantize_int8(blocked: torch.Tensor, scales: torch.Tensor, rows: slice | N
     return values.view(values.shape[0], -1, BLOCK).mul_(picked.float()[..., None]).view(values.shape)
 
 
-def dequantize_int4(
-    packed: torch.Tensor, scales: torch.Tensor, minimums: torch.Tensor, rows: slice | None = None
+def dequantize_affine(
+    packed: torch.Tensor,
+    bits: int,
+    scales: torch.Tensor,
+    minimums: torch.Tensor,
+    steps: torch.Tensor,
+    rows: slice | None = None,
 ) -> torch.Tensor:
-    picked = packed if rows is None else packed[rows]
-    values = unblock_values(unpack_int4(picked)).float()
-    scale, minimum = (t.float() if rows is None else t[rows].float() for t in (scales, minimums))
-    blocks = values.view(values.shape[0], -1, BLOCK).mul_(scale[..., None]).add_(minimum[..., None])
+    picked = [t if rows is None else t[rows] for t in (packed, scales, minimums, steps)]
+    values = unblock_values(unpack_affine(picked[0], bits)).float()
+    steps = picked[3].view(values.shape[0], -1, 1, STEPS)
+    scale = picked[1].float().view(*steps.shape[:2], -1) * steps[..., 0]
+    minimum = picked[2].float().view(*steps.shape[:2], -1) * steps[..., 1] + steps[..., 2]
+    blocks = values.view(*scale.shape, BLOCK).mul_(scale[..., None]).add_(minimum[..., None])
     return blocks.view(values.shape)

@@ -1,28 +1,44 @@
-"""Random int8 and int4 weights in the integer products' layout, for the product tests."""
+"""Random int8, int4 and int6 weights in the integer products' layout, for the product tests."""
 
 from __future__ import annotations
 
 import torch
 
 from kernels.reference import weight_products as layout
+from model.cpu_weights import AFFINE_KINDS, QUANTIZED_KINDS
+
+INTEGER_KINDS = QUANTIZED_KINDS
 
 
 def random_integer_weights(kind: str, n: int, k: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
-    """(rows, scales) for int8, (rows, scales, minimums) for int4, with K padded to whole chunks: the arguments
-    int8_linear and int4_linear take after x."""
+    """The arguments the kind's product takes after x, with K padded to whole chunks: (rows, scales) for int8,
+    (rows, scales, minimums, steps, bits) for int4 and int6."""
     if kind == "int8":
-        values = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=generator)
-    else:
-        values = torch.randint(0, 16, (n, k), dtype=torch.uint8, generator=generator)
-    blocked = layout.block_values(values)
-    blocks = blocked.shape[1] // layout.BLOCK
-    scales = (torch.rand(n, blocks, generator=generator) * 0.01).half()
-    if kind == "int8":
+        blocked = layout.block_values(torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=generator))
+        scales = (torch.rand(n, blocked.shape[1] // layout.BLOCK, generator=generator) * 0.01).half()
         return blocked, scales
-    minimums = (torch.randn(n, blocks, generator=generator) * 0.05).half()
-    return layout.pack_int4(blocked), scales, minimums
+    bits = AFFINE_KINDS[kind]
+    blocked = layout.block_values(torch.randint(0, 2**bits, (n, k), dtype=torch.uint8, generator=generator))
+    blocks, chunks = blocked.shape[1] // layout.BLOCK, blocked.shape[1] // layout.CHUNK
+    scales = torch.randint(0, 256, (n, blocks), dtype=torch.uint8, generator=generator)
+    minimums = torch.randint(-127, 128, (n, blocks), dtype=torch.int8, generator=generator)
+    steps = torch.randn(n, chunks, layout.STEPS, generator=generator) * torch.tensor([1e-4, 5e-4, 0.05])
+    return layout.pack_affine(blocked, bits), scales, minimums, steps, bits
 
 
 def dequantized(kind: str, parts: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """The padded fp32 matrix of random_integer_weights' parts."""
-    return layout.dequantize_int8(*parts) if kind == "int8" else layout.dequantize_int4(*parts)
+    if kind == "int8":
+        return layout.dequantize_int8(*parts)
+    rows, scales, minimums, steps, bits = parts
+    return layout.dequantize_affine(rows, bits, scales, minimums, steps)
+
+
+def run_integer_product(
+    ops, kind: str, x: torch.Tensor, parts: tuple[torch.Tensor, ...], out: torch.Tensor
+) -> None:
+    """The kind's product of x (padded to the weights' width) into out."""
+    if kind == "int8":
+        ops.int8_linear.out(x, *parts, out)
+    else:
+        ops.affine_linear.out(x, *parts, out)

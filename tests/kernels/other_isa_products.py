@@ -16,7 +16,12 @@ from kernels.reference import attention as attention_ref
 from kernels.reference import rms_norm as norm_ref
 from kernels.reference import weight_products as layout
 from tests.kernels.cpu_step_inputs import copies, layer_inputs, torch_reference
-from tests.kernels.integer_weights import dequantized, random_integer_weights
+from tests.kernels.integer_weights import (
+    INTEGER_KINDS,
+    dequantized,
+    random_integer_weights,
+    run_integer_product,
+)
 
 SHAPES = [(37, 64), (1029, 128), (5, 48), (4099, 2048)]
 
@@ -29,12 +34,12 @@ def check(ops) -> float:
         weight = torch.randn(n, k, generator=generator) * 0.02
         for rows in (1, 3, 5, 8):
             x = torch.randn(rows, k, generator=generator)
-            for kind in ("float32", "bfloat16", "bf16_dot", "int8", "int4"):
+            for kind in ("float32", "bfloat16", "bf16_dot", *INTEGER_KINDS):
                 out = torch.full((rows, n), float("nan"))
-                if kind in ("int8", "int4"):
+                if kind in INTEGER_KINDS:
                     parts = random_integer_weights(kind, n, k, generator)
                     padded_x = torch.nn.functional.pad(x, (0, dequantized(kind, parts).shape[1] - k))
-                    getattr(ops, f"{kind}_linear").out(padded_x, *parts, out)
+                    run_integer_product(ops, kind, padded_x, parts, out)
                     want = layout.integer_product(x, dequantized(kind, parts))
                     worst = max(worst, _error(out, want, f"{kind} {n}x{k}, {rows} rows"))
                     continue

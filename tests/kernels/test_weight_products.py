@@ -16,7 +16,12 @@ import torch
 
 from kernels import cpu as cpu_kernels
 from kernels.reference import weight_products as layout
-from tests.kernels.integer_weights import dequantized, random_integer_weights
+from tests.kernels.integer_weights import (
+    INTEGER_KINDS,
+    dequantized,
+    random_integer_weights,
+    run_integer_product,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 # The matrices of a Qwen3.5-2B layer (fused as the model holds them) and a slice of its LM head, then odd sizes.
@@ -34,29 +39,29 @@ def ops():
 
 
 def _tiles(kind: str, n: int, k: int, generator: torch.Generator):
-    if kind in ("int8", "int4"):
+    if kind in INTEGER_KINDS:
         return random_integer_weights(kind, n, k, generator)
     return (layout.tile_rows(torch.randn(n, k, generator=generator).to(getattr(torch, kind))),)
 
 
 def _run(ops, kind: str, x: torch.Tensor, parts, n: int) -> torch.Tensor:
     out = torch.full((x.shape[0], n), float("nan"))
-    if kind in ("int8", "int4"):
+    if kind in INTEGER_KINDS:
         x = torch.nn.functional.pad(x, (0, dequantized(kind, parts).shape[1] - x.shape[1]))
-        getattr(ops, f"{kind}_linear").out(x, *parts, out)
+        run_integer_product(ops, kind, x, parts, out)
     else:
         ops.float_linear.out(x, *parts, out)
     return out
 
 
 def _dense(kind: str, parts) -> torch.Tensor:
-    if kind in ("int8", "int4"):
+    if kind in INTEGER_KINDS:
         return dequantized(kind, parts)
     return layout.dequantize_float(*parts)
 
 
 CASES = [
-    (kind, n, k) for kind in ("float32", "bfloat16", "int8", "int4") for n, k in REAL_SHAPES + ODD_SHAPES
+    (kind, n, k) for kind in ("float32", "bfloat16", *INTEGER_KINDS) for n, k in REAL_SHAPES + ODD_SHAPES
 ]
 
 
@@ -68,7 +73,7 @@ def test_products_match_the_reference(ops, kind, n, k):
     for rows in ROWS_OF_X if n * k <= 2048 * 2048 else (1, 3, 8):
         x = torch.randn(rows, k, generator=generator)
         got = _run(ops, kind, x, parts, n)
-        if kind in ("int8", "int4"):
+        if kind in INTEGER_KINDS:
             # x quantized per block of 32, as the product quantizes it; the rest is exact but for fp32 sums.
             want = layout.integer_product(x, dequantized(kind, parts)).float()
             values, x_scales = layout.quantize_activations(torch.nn.functional.pad(x, (0, -k % layout.CHUNK)))
@@ -95,6 +100,18 @@ def test_bf16_dot_products_match_the_widened_product(ops, n, k):
         assert ((out - want).abs() <= 1e-5 * (x.float().abs() @ dense.abs().T) + 1e-6).all(), f"{rows} rows"
 
 
+def _affine(bits=4, scales=80, minimums=torch.int8, steps=15):
+    """Arguments of a 5 x 512 4-bit affine_linear with one part changed."""
+    return (
+        torch.randn(1, 512),
+        torch.zeros(5, 256, dtype=torch.uint8),
+        torch.zeros(scales, dtype=torch.uint8),
+        torch.zeros(80, dtype=minimums),
+        torch.zeros(steps),
+        bits,
+    )
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -103,22 +120,20 @@ def test_bf16_dot_products_match_the_widened_product(ops, n, k):
         (lambda ops, w: ops.float_linear.out(torch.randn(1, 32), w, torch.empty(1, 9)), "tiles"),
         (
             lambda ops, w: ops.int8_linear.out(torch.randn(1, 512), w, torch.empty(8), torch.empty(1, 5)),
-            "integer rows",
+            "int8 rows",
         ),
         (
             lambda ops, w: ops.int8_linear.out(torch.randn(1, 32), w, torch.empty(8), torch.empty(1, 5)),
             "multiples of 512",
         ),
+        (lambda ops, w: ops.affine_linear.out(*_affine(bits=5), torch.empty(1, 5)), "4- or 6-bit"),
+        (lambda ops, w: ops.affine_linear.out(*_affine(bits=6), torch.empty(1, 5)), "affine rows"),
+        (lambda ops, w: ops.affine_linear.out(*_affine(scales=40), torch.empty(1, 5)), "affine scales"),
         (
-            lambda ops, w: ops.int4_linear.out(
-                torch.randn(1, 512),
-                torch.zeros(5, 256, dtype=torch.uint8),
-                torch.empty(80).half(),
-                torch.empty(8).half(),
-                torch.empty(1, 5),
-            ),
-            "one per block",
+            lambda ops, w: ops.affine_linear.out(*_affine(minimums=torch.uint8), torch.empty(1, 5)),
+            "affine minimums",
         ),
+        (lambda ops, w: ops.affine_linear.out(*_affine(steps=5), torch.empty(1, 5)), "affine steps"),
     ],
 )
 def test_bad_inputs_are_refused_with_a_message(ops, call, message):
@@ -176,14 +191,31 @@ def test_activations_are_quantized_per_block_to_their_largest_magnitude():
 
 def test_int4_packs_a_chunks_vectors_in_pairs_of_nibbles_and_unpacks_them():
     values = torch.randint(0, 16, (3, 1024), dtype=torch.uint8)
-    packed = layout.pack_int4(values)
+    packed = layout.pack_affine(values, 4)
     assert packed.shape == (3, 512)
     # Packed vector 1 of chunk 1 holds the chunk's vectors 2 and 3 (64 bytes each) in its low and high nibbles.
     assert torch.equal(
         packed[0, 256 + 64 : 256 + 128],
         values[0, 512 + 128 : 512 + 192] | (values[0, 512 + 192 : 512 + 256] << 4),
     )
-    assert torch.equal(layout.unpack_int4(packed), values)
+    assert torch.equal(layout.unpack_affine(packed, 4), values)
+
+
+def test_int6_puts_a_chunks_upper_bits_after_its_nibbles_and_unpacks_them():
+    values = torch.randint(0, 64, (3, 1024), dtype=torch.uint8)
+    packed = layout.pack_affine(values, 6)
+    assert packed.shape == (3, 768)
+    chunk = packed[0, 384:768]  # the second chunk: 256 bytes of nibbles, then 128 of upper bits
+    assert torch.equal(
+        chunk[64:128],
+        (values[0, 512 + 128 : 512 + 192] & 0xF) | ((values[0, 512 + 192 : 512 + 256] & 0xF) << 4),
+    )
+    # Upper-bit vector 1 holds vectors 4 .. 7 of the chunk, vector 4 + t in bits 2t and 2t + 1.
+    upper = values[0, 512 + 256 : 1024].view(4, 64) >> 4
+    assert torch.equal(
+        chunk[256 + 64 : 256 + 128], upper[0] | (upper[1] << 2) | (upper[2] << 4) | (upper[3] << 6)
+    )
+    assert torch.equal(layout.unpack_affine(packed, 6), values)
 
 
 def test_without_a_compiler_the_products_fall_back_with_one_notice(monkeypatch, caplog):
