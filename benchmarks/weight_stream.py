@@ -1,5 +1,5 @@
 """The weight-streaming floor of a CPU decode token: one bare pass of matrix-vector products over every weight
-matrix the token reads, in the engine's own storage (plain, or a CpuWeight: bf16, int8 or int4 tiles)."""
+matrix the token reads, in the engine's own storage (plain, or a CpuWeight: bf16, int8, int4 or int6)."""
 
 from __future__ import annotations
 

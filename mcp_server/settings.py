@@ -142,7 +142,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "quantize",
         "int8 or int4: a local model's weights quantized, a half or about a third of bf16's bytes to read per "
-        "token on a CPU (CPU only; int4 keeps the LM head int8)",
+        "token on a CPU (CPU only; int4 keeps the LM head and some matrices at 6 bits, as llama.cpp's Q4_K_M)",
         choices=QUANTIZATIONS,
     ),
     Option(

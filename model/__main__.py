@@ -66,7 +66,7 @@ def build_parser() -> configargparse.ArgumentParser:
         choices=QUANTIZATIONS,
         env_var="SQLSCOUT_QUANTIZE",
         help="int8: projections and LM head as int8 weights with a scale per 32 values; int4: projections as "
-        "int4 with a scale and minimum per 32 values, the LM head int8 (CPU only)",
+        "4-bit weights with a scale and minimum per 32 values, the LM head and some matrices at 6 bits (CPU only)",
     )
     parser.add_argument(
         "--threads", type=int, env_var="SQLSCOUT_THREADS", help="CPU threads (default: one per physical core)"

@@ -23,7 +23,7 @@ class EngineOptions:
 
     device: str | None = None  # cpu or cuda; None: cuda when available
     dtype: str | None = None  # of the activations; None: cpu.default_dtype of the device
-    quantize: str | None = None  # int8 or int4 weights (CPU only); None: as stored
+    quantize: str | None = None  # int8 or int4 (with some 6-bit) weights (CPU only); None: as stored
     threads: int | None = None  # CPU threads; None: one per physical core unless OMP_NUM_THREADS decides
     compile: bool = False  # the CPU decode step through torch.compile
     max_context: int = 32768  # tokens a session holds at most

@@ -1,5 +1,5 @@
 """x @ weight.T and embedding lookups for every kind of weight the model holds: a plain tensor (GPU) or a CpuWeight
-(CPU: bf16, int8 or int4 in the tiled layout of the C++ products)."""
+(CPU: bf16, int8, int4 or int6 in the layouts of the C++ products)."""
 
 from __future__ import annotations
 

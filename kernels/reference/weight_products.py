@@ -1,11 +1,11 @@
 """The weight layouts the C++ CPU products read (kernels/cpu/weight_products.cpp), in plain PyTorch: tiling,
-blocking, int4 packing and dequantization, the reference the products are tested against.
+blocking, 4- and 6-bit packing and dequantization, the reference the products are tested against.
 
 Float matrices (fp32, bf16) are stored as tiles of TILE_ROWS rows (the last one padded with zero rows), each
 tile's rows interleaved LANES values at a time, with K padded with zeros to a multiple of LANES; so one tile is
 one sequential stream of memory.
 
-int8 and int4 matrices take integer dot products instead, against activations quantized to int8 with a scale per
+Integer matrices take integer dot products instead, against activations quantized to int8 with a scale per
 block of BLOCK values (as llama.cpp's Q8_0 quantizes them). Rows stay row-major, K padded with zeros to a
 multiple of CHUNK and permuted within each chunk so that 32-bit lane i of the chunk's 64-byte vector j holds
 values 32i + 4j to 32i + 4j + 3: eight 4-byte dot products per lane sum one whole block, whose scales are applied
@@ -62,7 +62,7 @@ def rows_of_tiles(tiles: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
 
 
 def block_values(values: torch.Tensor) -> torch.Tensor:
-    """Row-major values [N, K] (int8, or uint8 int4 values) as [N, K rounded up to CHUNK], K permuted within each
+    """Row-major values [N, K] (int8, or uint8 affine values) as [N, K rounded up to CHUNK], K permuted within each
     chunk."""
     rows, columns = values.shape
     full = values.new_zeros(rows, padded(columns, CHUNK))
