@@ -2,8 +2,8 @@
 // - as fp32 or bf16, widened to fp32 a vector at a time in registers and accumulated in fp32 (bf16 activations
 //   against bf16 weights: exact bf16 dot products where the CPU has them), or
 // - as int8 (a scale per block of 32 values of a row, llama.cpp's Q8_0), or as 4- or 6-bit values with a scale and
-//   a minimum per block, themselves 8-bit multiples of two steps per chunk of 512 values (as llama.cpp's Q4_K and
-//   Q6_K keep theirs per super-block), multiplied in integers against x quantized to int8 per block (see
+//   a minimum per block, themselves 8-bit multiples of steps per chunk of 512 values (see AffineRows; llama.cpp's
+//   Q4_K and Q6_K keep theirs per super-block), multiplied in integers against x quantized to int8 per block (see
 //   integer_product).
 // A decode step reads every weight once per token, so these products are written to stream W at the memory's
 // speed:
@@ -315,9 +315,9 @@ struct Int8Rows {
 };
 
 // Affine rows of `bits` (4 or 6) bit values v: a weight is scale * v + minimum, a block's scale being
-// steps[0] * scales[block] and its minimum steps[1] * minimums[block] + steps[2], with STEPS steps per chunk. A chunk's bytes are its
-// eight vectors' low nibbles (vectors 2p and 2p + 1 in the low and high nibbles of 64 bytes p), then for 6 bits
-// their upper two bits (vectors 4q .. 4q + 3 in bits 0-1 .. 6-7 of 64 bytes q).
+// steps[0] * scales[block] and its minimum steps[1] * minimums[block] + steps[2], with STEPS steps per chunk. A
+// chunk's bytes are its eight vectors' low nibbles (vectors 2p and 2p + 1 in the low and high nibbles of 64 bytes
+// p), then for 6 bits their upper two bits (vectors 4q .. 4q + 3 in bits 0-1 .. 6-7 of 64 bytes q).
 struct AffineRows {
   const uint8_t* data;
   const uint8_t* scales;
