@@ -4,8 +4,9 @@
 A decode step multiplies a few rows of activations by every weight: the products widen each weight to fp32 in
 registers (or, for bf16 activations, multiply bf16 pairs exactly in hardware), so the weights cost their stored
 bytes (bf16 half of fp32's) and the sums are those of fp32; integer weights meet activations quantized to int8 per
-block of 32 (as llama.cpp's Q8_0, Q4_K and Q6_K do), in integer dot products. A product of many rows (a prefill) is compute-bound instead: the weights are widened a block of rows at a time and multiplied
-densely, in bf16 for bf16 activations on a CPU that multiplies bf16 natively (oneDNN's kernels), else in fp32.
+block of 32 (as llama.cpp's Q8_0, Q4_K and Q6_K do), in integer dot products. A product of many rows (a prefill) is
+compute-bound instead: the weights are widened a block of rows at a time and multiplied densely, in bf16 for bf16
+activations on a CPU that multiplies bf16 natively (oneDNN's kernels), else in fp32.
 """
 
 from __future__ import annotations

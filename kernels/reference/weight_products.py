@@ -5,17 +5,17 @@ Float matrices (fp32, bf16) are stored as tiles of TILE_ROWS rows (the last one 
 tile's rows interleaved LANES values at a time, with K padded with zeros to a multiple of LANES; so one tile is
 one sequential stream of memory.
 
-Integer matrices take integer dot products instead, against activations quantized to int8 with a scale per
-block of BLOCK values (as llama.cpp's Q8_0 quantizes them). Rows stay row-major, K padded with zeros to a
-multiple of CHUNK and permuted within each chunk so that 32-bit lane i of the chunk's 64-byte vector j holds
-values 32i + 4j to 32i + 4j + 3: eight 4-byte dot products per lane sum one whole block, whose scales are applied
-once. int8 weights have an fp16 scale per block (Q8_0). Affine weights of 4 or 6 bits (values 0 .. 2^bits - 1) are
-scale * value + minimum per block, the block's scale an 8-bit multiple (0-255) of its chunk's scale step and its
-minimum its chunk's minimum base plus an 8-bit multiple (-127..127) of the chunk's minimum step (as Q4_K and Q6_K
-keep 6- and 8-bit block scales under a super-block's fp16 ones): 4.6875 and 6.6875 bits a weight. Each chunk's eight vectors are packed into its
+Integer matrices take integer dot products instead, against activations quantized to int8 with a scale per block of
+BLOCK values (as llama.cpp's Q8_0 quantizes them). Rows stay row-major, K padded with zeros to a multiple of CHUNK
+and permuted within each chunk so that 32-bit lane i of the chunk's 64-byte vector j holds values 32i + 4j to 32i +
+4j + 3: eight 4-byte dot products per lane sum one whole block, whose scales are applied once. int8 weights have an
+fp16 scale per block (Q8_0). Affine weights of 4 or 6 bits (values 0 .. 2^bits - 1) are scale * value + minimum per
+block, the block's scale an 8-bit multiple (0-255) of its chunk's scale step and its minimum its chunk's minimum
+base plus an 8-bit multiple (-127..127) of the chunk's minimum step (as Q4_K and Q6_K keep 6- and 8-bit block scales
+under a super-block's fp16 ones): 4.6875 and 6.6875 bits a weight. Each chunk's eight vectors are packed into its
 bytes: their low nibbles (vector 2p in the low, 2p + 1 in the high nibbles of 64 bytes p), then, for 6 bits, their
-upper two bits (vectors 4q .. 4q + 3 in bits 0-1 .. 6-7 of 64 bytes q). Scales and minimums stay
-[N, padded K / BLOCK] in block order, steps [N, padded K / CHUNK, 3] (scale step, minimum step, minimum base).
+upper two bits (vectors 4q .. 4q + 3 in bits 0-1 .. 6-7 of 64 bytes q). Scales and minimums stay [N, padded K /
+BLOCK] in block order, steps [N, padded K / CHUNK, 3] (scale step, minimum step, minimum base).
 """
 
 from __future__ import annotations
