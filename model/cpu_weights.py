@@ -41,13 +41,11 @@ class CpuWeight:
     kind: str
     tiles: torch.Tensor
     shape: torch.Size
-    scales: torch.Tensor | None = (
-        None  # int8: fp16 per block of 32 values of a row; int4, int6: uint8 multiples
-    )
-    minimums: torch.Tensor | None = None  # int4, int6: int8 multiples per block of 32 values of a row
-    steps: torch.Tensor | None = (
-        None  # int4, int6: fp32 scale and minimum steps per chunk of 512 values of a row
-    )
+    # Per block of 32 values of a row: int8's fp16 scales; int4's and int6's uint8 scale and int8 minimum multiples.
+    scales: torch.Tensor | None = None
+    minimums: torch.Tensor | None = None
+    # int4, int6: per chunk of 512 values of a row, fp32 scale step, minimum step and minimum base.
+    steps: torch.Tensor | None = None
 
     @property
     def nbytes(self) -> int:

@@ -1,6 +1,6 @@
 """Weight quantization of a [N, K] matrix, once at load, per block of 32 values of a row (the block of the integer
 products, kernels/cpu): int8 with one scale per block (the format of llama.cpp's Q8_0), and 4- or 6-bit values with
-a scale and a minimum per block, kept as 8-bit multiples of two steps per chunk of 512 values (the layout of
+a scale and a minimum per block, kept as 8-bit multiples of steps per chunk of 512 values (the layout of
 kernels/reference/weight_products.py; llama.cpp's Q4_K and Q6_K keep their block scales the same way). K is padded
 with zeros to whole blocks (int8) or chunks (affine)."""
 
@@ -90,19 +90,24 @@ def quantize_affine(
         q, scale, minimum, _ = _refit(w, levels, *_rounded(w, levels, *on_grid(scale, minimum)), on_grid)
         end = begin + w.shape[0]
         values[begin:end] = q.view(-1, width)
-        scales[begin:end] = (scale / step[..., :1]).round_().view(-1, width // BLOCK).to(torch.uint8)
-        minimum = (minimum - step[..., 2:]) / step[..., 1:2]
-        minimums[begin:end] = minimum.round_().view(-1, width // BLOCK).to(torch.int8)
+        scale, minimum = _multiples(scale, minimum, step)
+        scales[begin:end] = scale.view(-1, width // BLOCK).to(torch.uint8)
+        minimums[begin:end] = minimum.view(-1, width // BLOCK).to(torch.int8)
         steps[begin:end] = step
     return values, scales, minimums, steps
 
 
-def _on_grid(scale: torch.Tensor, minimum: torch.Tensor, step: torch.Tensor):
-    """A block's scale and minimum rounded to its chunk's grids (step: scale step, minimum step, minimum base)."""
+def _multiples(scale: torch.Tensor, minimum: torch.Tensor, step: torch.Tensor):
+    """A block's scale and minimum as the nearest multiples of its chunk's steps (step: scale step, minimum step,
+    minimum base), as floats."""
     scale = (scale / step[..., :1]).round_().clamp_(0, SCALE_MULTIPLES)
-    minimum = (
-        ((minimum - step[..., 2:]) / step[..., 1:2]).round_().clamp_(-MINIMUM_MULTIPLES, MINIMUM_MULTIPLES)
-    )
+    minimum = (minimum - step[..., 2:]) / step[..., 1:2]
+    return scale, minimum.round_().clamp_(-MINIMUM_MULTIPLES, MINIMUM_MULTIPLES)
+
+
+def _on_grid(scale: torch.Tensor, minimum: torch.Tensor, step: torch.Tensor):
+    """A block's scale and minimum rounded to its chunk's grids."""
+    scale, minimum = _multiples(scale, minimum, step)
     return scale * step[..., :1], minimum * step[..., 1:2] + step[..., 2:]
 
 
