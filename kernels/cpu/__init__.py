@@ -1,6 +1,7 @@
 """The C++ CPU kernels, compiled for this machine's CPU on first use, one library: the weight products
 (weight_products.cpp) and the fused steps of a decode token: a Gated DeltaNet layer between its projections
-(gated_delta_net_step.cpp), one-query attention (attention_step.cpp) and RMSNorm with its residual add (rms_norm.cpp).
+(gated_delta_net_step.cpp), one-query attention (attention_step.cpp) and RMSNorm with its residual add (rms_norm.cpp),
+compiled together as library.cpp.
 
 torch.utils.cpp_extension builds the library once (about 10-20 s) into torch's extension cache
 (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and reloads it from there; a changed source or
@@ -22,11 +23,18 @@ from kernels.backend import get_backend
 
 log = logging.getLogger(__name__)
 
-SOURCES = [
+LIBRARY_SOURCE = Path(__file__).with_name("library.cpp")
+# The files library.cpp includes.
+INCLUDED = [
     Path(__file__).with_name(name)
-    for name in ("weight_products.cpp", "gated_delta_net_step.cpp", "attention_step.cpp", "rms_norm.cpp")
+    for name in (
+        "weight_products.cpp",
+        "gated_delta_net_step.cpp",
+        "attention_step.cpp",
+        "rms_norm.cpp",
+        "vectors.h",
+    )
 ]
-HEADERS = [Path(__file__).with_name("vectors.h")]
 LIBRARY = "sqlscout_cpu_products"
 ARM_MACHINES = ("arm64", "aarch64")
 
@@ -58,11 +66,11 @@ def _tuning_flag() -> str:
     return "-mcpu=native" if platform.machine().lower() in ARM_MACHINES else "-march=native"
 
 
-def headers_flag() -> str:
-    """A define naming the headers' digest: torch rebuilds when the sources or the flags change, and only this
-    flag tells it that a header did."""
-    digest = hashlib.sha256(b"".join(header.read_bytes() for header in HEADERS)).hexdigest()[:16]
-    return f"-DSQLSCOUT_HEADERS={digest}"
+def sources_flag() -> str:
+    """A define naming the included files' digest: torch rebuilds when library.cpp or the flags change, and only
+    this flag tells it that a file it includes did."""
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in INCLUDED)).hexdigest()[:16]
+    return f"-DSQLSCOUT_SOURCES={digest}"
 
 
 def _put_ninja_on_path() -> None:
@@ -84,11 +92,11 @@ def _build() -> object | None:
     _put_ninja_on_path()
     log.info("loading the CPU kernels (compiled for this CPU on first use, about 15 s)")
     # -Wno-psabi: the vector helpers are inline and internal, so the ABI notes GCC prints are noise.
-    flags = ["-O3", _tuning_flag(), "-fopenmp", "-Wno-psabi", headers_flag()]
+    flags = ["-O3", _tuning_flag(), "-fopenmp", "-Wno-psabi", sources_flag()]
     try:
         cpp_extension.load(
             name=LIBRARY,
-            sources=[str(source) for source in SOURCES],
+            sources=[str(LIBRARY_SOURCE)],
             extra_cflags=flags,
             extra_ldflags=["-fopenmp"],
             is_python_module=False,

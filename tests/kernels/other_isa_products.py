@@ -11,7 +11,7 @@ import torch
 from torch.utils.cpp_extension import load
 
 import kernels
-from kernels.cpu import SOURCES, headers_flag
+from kernels.cpu import LIBRARY_SOURCE, sources_flag
 from kernels.reference import attention as attention_ref
 from kernels.reference import rms_norm as norm_ref
 from kernels.reference import weight_products as layout
@@ -93,8 +93,8 @@ if __name__ == "__main__":
     flags, build_dir = sys.argv[1].split(), sys.argv[2]
     load(
         name="sqlscout_cpu_products_check",
-        sources=[str(source) for source in SOURCES],
-        extra_cflags=["-O3", *flags, "-fopenmp", "-Wno-psabi", headers_flag()],
+        sources=[str(LIBRARY_SOURCE)],
+        extra_cflags=["-O3", *flags, "-fopenmp", "-Wno-psabi", sources_flag()],
         extra_ldflags=["-fopenmp"],
         is_python_module=False,
         build_directory=build_dir,

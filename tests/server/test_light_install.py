@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
+from kernels.cpu import INCLUDED, LIBRARY_SOURCE
 from tests.completions_server import CompletionsServer, completion
 from tests.fixture_schema import ORDERS_PER_STATUS
 from tests.server.conftest import PROJECT_ROOT
@@ -77,6 +78,9 @@ def test_wheel_holds_what_an_installed_copy_runs_and_no_tests(wheel):
         license_text = archive.read(license_name).decode()
     assert "benchmarks/eval/questions/demo.jsonl" in names
     assert "mcp_server/__main__.py" in names and "dbtools/demo/__init__.py" in names
+    # The CPU kernels compile from their sources on first use.
+    for source in (LIBRARY_SOURCE, *INCLUDED):
+        assert source.relative_to(PROJECT_ROOT).as_posix() in names
     assert not [n for n in names if n.startswith("tests/")]
     assert license_text == (PROJECT_ROOT / "LICENSE").read_text()
     assert "Apache License" in license_text and metadata["License-Expression"] == "Apache-2.0"
