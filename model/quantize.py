@@ -79,9 +79,14 @@ def quantize_affine(
     scales = torch.empty(rows, width // BLOCK, dtype=torch.uint8, device=weight.device)
     minimums = torch.empty(rows, width // BLOCK, dtype=torch.int8, device=weight.device)
     steps = torch.empty(rows, width // CHUNK, 3, dtype=torch.float32, device=weight.device)
+    used = padded(columns, BLOCK) // BLOCK  # blocks holding any of the weight; the rest are zeros
     for begin, end, blocks in _groups(weight, CHUNK):
         w = blocks.view(-1, width // CHUNK, CHUNK // BLOCK, BLOCK)
-        _, scale, minimum, _ = _best_fit(w, levels)
+        # A block of zeros fits with scale 0 and minimum 0: only the blocks in use are fitted.
+        _, scale, minimum, _ = _best_fit(blocks[:, :used], levels)
+        scale, minimum = (
+            F.pad(fit, (0, width // BLOCK - used)).view(w.shape[:-1]) for fit in (scale, minimum)
+        )
         low, high = minimum.amin(-1), minimum.amax(-1)
         tiny = torch.finfo(torch.float32).tiny
         step = torch.stack(
