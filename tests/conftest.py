@@ -14,6 +14,13 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# Under pytest-xdist the workers share the cores: each worker, and the servers and engines its tests start, takes
+# its share of threads, so that the workers' products do not oversubscribe them.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(share))
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 import psycopg  # noqa: E402
 import pytest  # noqa: E402
 
@@ -132,6 +139,14 @@ SLOW = {
     "tests/server/test_stdio_pipes.py": SUBPROCESS_SERVERS,
     "tests/server/test_stdio_transport.py": SUBPROCESS_SERVERS,
 }
+
+
+MAX_WORKERS = 8
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto`: a worker per core, at most MAX_WORKERS (each starts its own database servers)."""
+    return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
 
 
 @pytest.fixture(scope="session", autouse=True)
