@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from kernels.reference.weight_products import AFFINE_BITS, BLOCK, CHUNK, INT8_MAX, padded
 
 # Values quantized at once (whole rows): the fit makes dozens of elementwise passes over its fp32 working copies,
-# which run several times faster from the cache (1 MB each) than from memory (4.6x for 4-bit weights, one thread).
+# which run several times faster from the cache (1 MB each) than from memory (about 5x for 4-bit weights).
 GROUP_VALUES = 1 << 18
 # Refits of each block's scale and minimum to its rounded values (each lowers the squared error or keeps it).
 REFITS = 3
