@@ -39,29 +39,28 @@ class CpuWeight:
     tiled floats, or int8, int4 and int6 rows in dot-product blocks."""
 
     kind: str
+    # Tiled floats; int8 values in dot-product blocks; int4 and int6 rows with their scales, minimums and steps.
     tiles: torch.Tensor
     shape: torch.Size
-    # Per block of 32 values of a row: int8's fp16 scales; int4's and int6's uint8 scale and int8 minimum multiples.
+    # int8: fp16 scales per block of 32 values of a row.
     scales: torch.Tensor | None = None
-    minimums: torch.Tensor | None = None
-    # int4, int6: per chunk of 512 values of a row, fp32 scale step, minimum step and minimum base.
-    steps: torch.Tensor | None = None
 
     @property
     def nbytes(self) -> int:
-        return sum(t.nbytes for t in (self.tiles, self.scales, self.minimums, self.steps) if t is not None)
+        return sum(t.nbytes for t in (self.tiles, self.scales) if t is not None)
 
     @property
     def padded_columns(self) -> int:
-        return self.tiles.shape[1] * 8 // AFFINE_KINDS.get(self.kind, 8)
+        if self.kind in QUANTIZED_KINDS:
+            return layout.padded(self.shape[1], layout.CHUNK)
+        return self.tiles.shape[1]
 
     def dequantize(self, rows: slice | None = None) -> torch.Tensor:
         """fp32 rows (default all) of the padded matrix; a slice of tiles starts at a multiple of TILE_ROWS."""
         if self.kind == "int8":
             return layout.dequantize_int8(self.tiles, self.scales, rows)
         if self.kind in AFFINE_KINDS:
-            bits = AFFINE_KINDS[self.kind]
-            return layout.dequantize_affine(self.tiles, bits, self.scales, self.minimums, self.steps, rows)
+            return layout.dequantize_affine(self.tiles, AFFINE_KINDS[self.kind], self.shape[1], rows)
         return layout.dequantize_float(self.tiles, rows)
 
     def embedding(self, tokens: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -116,9 +115,8 @@ def to_cpu_weight(weight: torch.Tensor, kind: str) -> CpuWeight:
     if kind in AFFINE_KINDS:
         bits = AFFINE_KINDS[kind]
         values, scales, minimums, steps = quantize_affine(weight, bits)
-        return CpuWeight(
-            kind, layout.pack_affine(layout.block_values(values), bits), weight.shape, scales, minimums, steps
-        )
+        packed = layout.pack_affine(layout.block_values(values), bits)
+        return CpuWeight(kind, layout.interleave_affine(packed, scales, minimums, steps, bits), weight.shape)
     return CpuWeight(kind, layout.tile_rows(weight.to(getattr(torch, kind))), weight.shape)
 
 
@@ -148,8 +146,7 @@ def _compiled_product(ops, x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
     if weight.kind == "int8":
         return ops.int8_linear(x, weight.tiles, weight.scales)
     if weight.kind in AFFINE_KINDS:
-        bits = AFFINE_KINDS[weight.kind]
-        return ops.affine_linear(x, weight.tiles, weight.scales, weight.minimums, weight.steps, bits)
+        return ops.affine_linear(x, weight.tiles, AFFINE_KINDS[weight.kind])
     if x.dtype == torch.bfloat16:
         return ops.bf16_dot_linear(x, weight.tiles, weight.shape[0])
     return ops.float_linear(x, weight.tiles, weight.shape[0])

@@ -24,9 +24,9 @@ log = logging.getLogger(__name__)
 # Bump when a quantization's numbers or layout change, so older cache files are not read.
 SCHEMES = {
     "int8": "int8-fp16-scale-per-32-dot-blocks-v3",
-    "int4": "int4-int6-mix-affine-8-bit-block-scales-per-512-chunk-v3",
+    "int4": "int4-int6-mix-affine-8-bit-block-scales-per-512-chunk-rows-in-one-stream-v4",
 }
-PARTS = ("tiles", "scales", "minimums", "steps")
+PARTS = ("tiles", "scales")
 
 
 def cache_file(cache_dir: Path, model_dir: Path, weight_files: set[Path], quantize: str) -> Path:

@@ -48,7 +48,7 @@ FAKES = {
     "float_linear": lambda x, tiles, n: _products(x, n),
     "bf16_dot_linear": lambda x, tiles, n: _products(x, n),
     "int8_linear": lambda x, rows, scales: _products(x, rows.shape[0]),
-    "affine_linear": lambda x, rows, scales, minimums, steps, bits: _products(x, rows.shape[0]),
+    "affine_linear": lambda x, rows, bits: _products(x, rows.shape[0]),
     "gated_delta_net_step": lambda projected, conv_weight, conv_state, A_log, dt_bias, state, *rest: (
         projected.new_empty(*projected.shape[:2], state.shape[1] * state.shape[3])
     ),

@@ -315,19 +315,48 @@ struct Int8Rows {
 };
 
 // Affine rows of `bits` (4 or 6) bit values v: a weight is scale * v + minimum, a block's scale being
-// steps[0] * scales[block] and its minimum steps[1] * minimums[block] + steps[2], with STEPS steps per chunk. A
-// chunk's bytes are its eight vectors' low nibbles (vectors 2p and 2p + 1 in the low and high nibbles of 64 bytes
-// p), then for 6 bits their upper two bits (vectors 4q .. 4q + 3 in bits 0-1 .. 6-7 of 64 bytes q).
+// steps[0] * scales[block] and its minimum steps[1] * minimums[block] + steps[2], with STEPS steps per chunk. A row
+// is one stream: per group of GROUP_CHUNKS chunks (the last may hold fewer), a header of the group's scales
+// (uint8), minimums (int8) and steps (fp32) padded to VECTOR bytes, then the chunks' bytes. A chunk's bytes are
+// its eight vectors' low nibbles (vectors 2p and 2p + 1 in the low and high nibbles of 64 bytes p), then for 6 bits
+// their upper two bits (vectors 4q .. 4q + 3 in bits 0-1 .. 6-7 of 64 bytes q).
+constexpr int64_t STEPS = 3;
+constexpr int64_t GROUP_CHUNKS = 4;
+constexpr int64_t HEADER_BYTES_PER_CHUNK = 2 * BLOCKS_PER_CHUNK + 4 * STEPS;
+constexpr int64_t chunk_bytes(int bits) { return CHUNK * bits / 8; }
+constexpr int64_t header_bytes(int64_t chunks) {
+  return (chunks * HEADER_BYTES_PER_CHUNK + VECTOR - 1) / VECTOR * VECTOR;
+}
+constexpr int64_t group_bytes(int64_t chunks, int bits) { return header_bytes(chunks) + chunks * chunk_bytes(bits); }
+
+int64_t affine_row_bytes(int64_t K, int bits) {
+  const int64_t chunks = K / CHUNK, rest = chunks % GROUP_CHUNKS;
+  return chunks / GROUP_CHUNKS * group_bytes(GROUP_CHUNKS, bits) + (rest ? group_bytes(rest, bits) : 0);
+}
+
 struct AffineRows {
   const uint8_t* data;
+  int64_t K;
+  int64_t row_bytes;
+};
+
+// Where chunk `chunk` of a row's stream keeps its parts.
+struct AffineChunk {
+  const uint8_t* values;
   const uint8_t* scales;
   const int8_t* minimums;
   const float* steps;
-  int64_t K;
 };
 
-constexpr int64_t STEPS = 3;
-constexpr int64_t chunk_bytes(int bits) { return CHUNK * bits / 8; }
+template <int bits>
+inline AffineChunk affine_chunk(const uint8_t* row, int64_t chunks, int64_t chunk) {
+  const int64_t first = chunk / GROUP_CHUNKS * GROUP_CHUNKS, at = chunk - first;
+  const int64_t count = std::min(GROUP_CHUNKS, chunks - first);
+  const uint8_t* group = row + first / GROUP_CHUNKS * group_bytes(GROUP_CHUNKS, bits);
+  return {group + header_bytes(count) + at * chunk_bytes(bits), group + at * BLOCKS_PER_CHUNK,
+          reinterpret_cast<const int8_t*>(group + (count + at) * BLOCKS_PER_CHUNK),
+          reinterpret_cast<const float*>(group + 2 * count * BLOCKS_PER_CHUNK) + at * STEPS};
+}
 
 // LANES bytes from p (unsigned or signed) as fp32: compilers widen bytes a lane at a time unless told the
 // instruction.
@@ -385,20 +414,20 @@ inline void int8_row(const Int8Rows& w, const QuantizedX& q, int64_t m0, int64_t
 template <int rm, int bits>
 inline void affine_row(const AffineRows& w, const QuantizedX& q, int64_t m0, int64_t n, int64_t N, float* y) {
   const int64_t K = w.K, blocks = K / BLOCK, chunks = K / CHUNK;
-  const uint8_t* row = w.data + n * (K / CHUNK) * chunk_bytes(bits);
+  const uint8_t* row = w.data + n * w.row_bytes;
   const int8_t* xs = q.values.data() + m0 * K;
   f32v acc[rm] = {};
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     const int64_t block0 = chunk * BLOCKS_PER_CHUNK;
-    const uint8_t* bytes = row + chunk * chunk_bytes(bits);
+    const AffineChunk parts = affine_chunk<bits>(row, chunks, chunk);
     const int8_t* chunk_x = xs + chunk * CHUNK;
     // Values are unsigned: the biased starts of signed weights do not apply.
     i32v sums[rm] = {};
     for (int p = 0; p < CHUNK / VECTOR / 2; ++p) {
-      const u8x64 packed = load<u8x64>(bytes + p * VECTOR);
+      const u8x64 packed = load<u8x64>(parts.values + p * VECTOR);
       u8x64 low = packed & 0xF, high = packed >> 4;
       if constexpr (bits == 6) {
-        const u8x64 upper = load<u8x64>(bytes + CHUNK / 2 + p / 2 * VECTOR);
+        const u8x64 upper = load<u8x64>(parts.values + CHUNK / 2 + p / 2 * VECTOR);
         low |= p % 2 ? upper_bits<2>(upper) : upper_bits<0>(upper);
         high |= p % 2 ? upper_bits<3>(upper) : upper_bits<1>(upper);
       }
@@ -408,9 +437,8 @@ inline void affine_row(const AffineRows& w, const QuantizedX& q, int64_t m0, int
         sums[m] = unsigned_dot4(sums[m], high, load<i8x64>(at + VECTOR));
       }
     }
-    const float* steps = w.steps + (n * chunks + chunk) * STEPS;
-    const f32v scales = bytes_to_floats(w.scales + n * blocks + block0) * steps[0];
-    const f32v minimums = bytes_to_floats(w.minimums + n * blocks + block0) * steps[1] + steps[2];
+    const f32v scales = bytes_to_floats(parts.scales) * parts.steps[0];
+    const f32v minimums = bytes_to_floats(parts.minimums) * parts.steps[1] + parts.steps[2];
     for (int m = 0; m < rm; ++m) {
       const int64_t at = (m0 + m) * blocks + block0;
       acc[m] += to_floats(sums[m]) * (load<f32v>(q.scales.data() + at) * scales);
@@ -522,19 +550,13 @@ void int8_linear_out(const at::Tensor& x, const at::Tensor& rows, const at::Tens
   });
 }
 
-// rows uint8 [N, K * bits / 8] (see AffineRows); scales uint8 and minimums int8 [N, K / BLOCK]; steps fp32
-// [N, K / CHUNK, STEPS].
-void affine_linear_out(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales,
-                       const at::Tensor& minimums, const at::Tensor& steps, int64_t bits, at::Tensor& y) {
+// rows uint8 [N, affine_row_bytes(K, bits)] (see AffineRows).
+void affine_linear_out(const at::Tensor& x, const at::Tensor& rows, int64_t bits, at::Tensor& y) {
   TORCH_CHECK(bits == 4 || bits == 6, "affine products take 4- or 6-bit values, not ", bits);
   check_integer_product(x, y);
-  const int64_t K = x.size(1), N = y.size(1);
-  check_part(rows, "affine rows", at::kByte, N * K * bits / 8);
-  check_part(scales, "affine scales", at::kByte, N * (K / BLOCK));
-  check_part(minimums, "affine minimums", at::kChar, N * (K / BLOCK));
-  check_part(steps, "affine steps", at::kFloat, N * (K / CHUNK) * STEPS);
-  const AffineRows w{rows.data_ptr<uint8_t>(), scales.data_ptr<uint8_t>(), minimums.data_ptr<int8_t>(),
-                     steps.data_ptr<float>(), K};
+  const int64_t K = x.size(1), N = y.size(1), row_bytes = affine_row_bytes(K, bits);
+  check_part(rows, "affine rows", at::kByte, N * row_bytes);
+  const AffineRows w{rows.data_ptr<uint8_t>(), K, row_bytes};
   float* out = y.data_ptr<float>();
   integer_product(x.data_ptr<float>(), x.size(0), N, K, [&](auto rm, const QuantizedX& q, int64_t m, int64_t n) {
     if (bits == 4)
@@ -565,10 +587,9 @@ at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& rows, const at::Te
   return y;
 }
 
-at::Tensor affine_linear(const at::Tensor& x, const at::Tensor& rows, const at::Tensor& scales,
-                         const at::Tensor& minimums, const at::Tensor& steps, int64_t bits) {
+at::Tensor affine_linear(const at::Tensor& x, const at::Tensor& rows, int64_t bits) {
   at::Tensor y = products(x, rows.size(0));
-  affine_linear_out(x, rows, scales, minimums, steps, bits, y);
+  affine_linear_out(x, rows, bits, y);
   return y;
 }
 
@@ -586,10 +607,8 @@ TORCH_LIBRARY(sqlscout_cpu, m) {
   m.def("bf16_dot_linear.out(Tensor x, Tensor tiles, Tensor(a!) out) -> ()");
   m.def("int8_linear(Tensor x, Tensor rows, Tensor scales) -> Tensor");
   m.def("int8_linear.out(Tensor x, Tensor rows, Tensor scales, Tensor(a!) out) -> ()");
-  m.def("affine_linear(Tensor x, Tensor rows, Tensor scales, Tensor minimums, Tensor steps, int bits) -> Tensor");
-  m.def(
-      "affine_linear.out(Tensor x, Tensor rows, Tensor scales, Tensor minimums, Tensor steps, int bits, "
-      "Tensor(a!) out) -> ()");
+  m.def("affine_linear(Tensor x, Tensor rows, int bits) -> Tensor");
+  m.def("affine_linear.out(Tensor x, Tensor rows, int bits, Tensor(a!) out) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(sqlscout_cpu, CPU, m) {

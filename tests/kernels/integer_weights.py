@@ -12,7 +12,7 @@ INTEGER_KINDS = QUANTIZED_KINDS
 
 def random_integer_weights(kind: str, n: int, k: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
     """The arguments the kind's product takes after x, with K padded to whole chunks: (rows, scales) for int8,
-    (rows, scales, minimums, steps, bits) for int4 and int6."""
+    (rows, bits, K) for int4 and int6 (K for the reference only)."""
     if kind == "int8":
         blocked = layout.block_values(torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=generator))
         scales = (torch.rand(n, blocked.shape[1] // layout.BLOCK, generator=generator) * 0.01).half()
@@ -23,15 +23,15 @@ def random_integer_weights(kind: str, n: int, k: int, generator: torch.Generator
     scales = torch.randint(0, 256, (n, blocks), dtype=torch.uint8, generator=generator)
     minimums = torch.randint(-127, 128, (n, blocks), dtype=torch.int8, generator=generator)
     steps = torch.randn(n, chunks, layout.STEPS, generator=generator) * torch.tensor([1e-4, 5e-4, 0.05])
-    return layout.pack_affine(blocked, bits), scales, minimums, steps, bits
+    rows = layout.interleave_affine(layout.pack_affine(blocked, bits), scales, minimums, steps, bits)
+    return rows, bits, blocked.shape[1]
 
 
 def dequantized(kind: str, parts: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """The padded fp32 matrix of random_integer_weights' parts."""
     if kind == "int8":
         return layout.dequantize_int8(*parts)
-    rows, scales, minimums, steps, bits = parts
-    return layout.dequantize_affine(rows, bits, scales, minimums, steps)
+    return layout.dequantize_affine(*parts)
 
 
 def run_integer_product(
@@ -41,4 +41,4 @@ def run_integer_product(
     if kind == "int8":
         ops.int8_linear.out(x, *parts, out)
     else:
-        ops.affine_linear.out(x, *parts, out)
+        ops.affine_linear.out(x, *parts[:2], out)

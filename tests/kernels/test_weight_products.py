@@ -100,16 +100,9 @@ def test_bf16_dot_products_match_the_widened_product(ops, n, k):
         assert ((out - want).abs() <= 1e-5 * (x.float().abs() @ dense.abs().T) + 1e-6).all(), f"{rows} rows"
 
 
-def _affine(bits=4, scales=80, minimums=torch.int8, steps=15):
-    """Arguments of a 5 x 512 4-bit affine_linear with one part changed."""
-    return (
-        torch.randn(1, 512),
-        torch.zeros(5, 256, dtype=torch.uint8),
-        torch.zeros(scales, dtype=torch.uint8),
-        torch.zeros(80, dtype=minimums),
-        torch.zeros(steps),
-        bits,
-    )
+def _affine(bits=4, row_bytes=320, dtype=torch.uint8):
+    """Arguments of a 5 x 512 4-bit affine_linear (rows of a 64-byte header and 256 bytes) with one changed."""
+    return torch.randn(1, 512), torch.zeros(5, row_bytes, dtype=dtype), bits
 
 
 @pytest.mark.parametrize(
@@ -128,12 +121,8 @@ def _affine(bits=4, scales=80, minimums=torch.int8, steps=15):
         ),
         (lambda ops, w: ops.affine_linear.out(*_affine(bits=5), torch.empty(1, 5)), "4- or 6-bit"),
         (lambda ops, w: ops.affine_linear.out(*_affine(bits=6), torch.empty(1, 5)), "affine rows"),
-        (lambda ops, w: ops.affine_linear.out(*_affine(scales=40), torch.empty(1, 5)), "affine scales"),
-        (
-            lambda ops, w: ops.affine_linear.out(*_affine(minimums=torch.uint8), torch.empty(1, 5)),
-            "affine minimums",
-        ),
-        (lambda ops, w: ops.affine_linear.out(*_affine(steps=5), torch.empty(1, 5)), "affine steps"),
+        (lambda ops, w: ops.affine_linear.out(*_affine(row_bytes=256), torch.empty(1, 5)), "affine rows"),
+        (lambda ops, w: ops.affine_linear.out(*_affine(dtype=torch.int8), torch.empty(1, 5)), "affine rows"),
     ],
 )
 def test_bad_inputs_are_refused_with_a_message(ops, call, message):
@@ -216,6 +205,32 @@ def test_int6_puts_a_chunks_upper_bits_after_its_nibbles_and_unpacks_them():
         chunk[256 + 64 : 256 + 128], upper[0] | (upper[1] << 2) | (upper[2] << 4) | (upper[3] << 6)
     )
     assert torch.equal(layout.unpack_affine(packed, 6), values)
+
+
+def test_affine_rows_keep_each_groups_scales_minimums_and_steps_before_its_chunks():
+    generator = torch.Generator().manual_seed(7)
+    chunks, bits = 5, 4  # a full group of four chunks, then a group of one
+    packed = torch.randint(0, 256, (3, chunks * 256), dtype=torch.uint8, generator=generator)
+    scales = torch.randint(0, 256, (3, chunks * 16), dtype=torch.uint8, generator=generator)
+    minimums = torch.randint(-127, 128, (3, chunks * 16), dtype=torch.int8, generator=generator)
+    steps = torch.randn(3, chunks, layout.STEPS, generator=generator)
+    rows = layout.interleave_affine(packed, scales, minimums, steps, bits)
+    # 4 x 44 header bytes padded to 192, four chunks of 256 bytes; then 44 padded to 64, one chunk.
+    assert rows.shape == (3, 192 + 1024 + 64 + 256) == (3, layout.affine_row_bytes(chunks * 512, bits))
+    row, second = rows[1], 1216
+    assert torch.equal(row[:64], scales[1, :64]) and torch.equal(
+        row[64:128].view(torch.int8), minimums[1, :64]
+    )
+    assert torch.equal(row[128:176].view(torch.float32), steps[1, :4].reshape(-1))
+    assert torch.equal(row[192:1216], packed[1, :1024])
+    assert torch.equal(row[second : second + 16], scales[1, 64:])
+    assert torch.equal(row[second + 16 : second + 32].view(torch.int8), minimums[1, 64:])
+    assert torch.equal(row[second + 32 : second + 44].view(torch.float32), steps[1, 4])
+    assert torch.equal(row[second + 64 :], packed[1, 1024:])
+    parts = layout.split_affine(rows, bits, chunks * 512)
+    assert all(
+        torch.equal(got, want) for got, want in zip(parts, (packed, scales, minimums, steps), strict=True)
+    )
 
 
 def test_without_a_compiler_the_products_fall_back_with_one_notice(monkeypatch, caplog):
