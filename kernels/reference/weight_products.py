@@ -12,13 +12,12 @@ and permuted within each chunk so that 32-bit lane i of the chunk's 64-byte vect
 fp16 scale per block (Q8_0). Affine weights of 4 or 6 bits (values 0 .. 2^bits - 1) are scale * value + minimum per
 block, the block's scale an 8-bit multiple (0-255) of its chunk's scale step and its minimum its chunk's minimum
 base plus an 8-bit multiple (-127..127) of the chunk's minimum step (as Q4_K and Q6_K keep 6- and 8-bit block scales
-under a super-block's fp16 ones). Each chunk's eight vectors are packed into its
-bytes: their low nibbles (vector 2p in the low, 2p + 1 in the high nibbles of 64 bytes p), then, for 6 bits, their
-upper two bits (vectors 4q .. 4q + 3 in bits 0-1 .. 6-7 of 64 bytes q). An affine row is one stream of bytes: per
-group of GROUP_CHUNKS chunks (the last group may hold fewer), a header of the group's block scales (uint8), block
-minimums (int8) and steps (fp32: scale step, minimum step, minimum base per chunk) padded to 64 bytes, then the
-chunks' bytes (a row read as four streams, its values, scales, minimums and steps apart, ran 15-30% slower): 4.75
-and 6.75 bits a weight.
+under a super-block's fp16 ones). Each chunk's eight vectors are packed into its bytes: their low nibbles (vector
+2p in the low, 2p + 1 in the high nibbles of 64 bytes p), then, for 6 bits, their upper two bits (vectors 4q .. 4q +
+3 in bits 0-1 .. 6-7 of 64 bytes q). An affine row is one stream of bytes: per group of GROUP_CHUNKS chunks (the
+last group may hold fewer), a header of the group's block scales (uint8), block minimums (int8) and steps (fp32:
+scale step, minimum step, minimum base per chunk) padded to 64 bytes, then the chunks' bytes (a row read as four
+streams, its values, scales, minimums and steps apart, ran 15-30% slower): 4.75 and 6.75 bits a weight.
 """
 
 from __future__ import annotations
