@@ -63,6 +63,19 @@ class CpuWeight:
             return layout.dequantize_affine(self.tiles, AFFINE_KINDS[self.kind], self.shape[1], rows)
         return layout.dequantize_float(self.tiles, rows)
 
+    def dense_rows(self, begin: int, end: int, dtype: torch.dtype) -> torch.Tensor:
+        """Rows begin .. end of the padded matrix, row-major in dtype (fp32 or bf16), for a dense product: in one
+        pass by the C++ kernels where they are built, else through dequantize."""
+        ops = cpu_kernels.ops()
+        if ops is None:
+            return self.dequantize(slice(begin, end))[: end - begin].to(dtype)
+        if self.kind == "int8":
+            return ops.int8_rows(self.tiles, self.scales, begin, end - begin, dtype)
+        if self.kind in AFFINE_KINDS:
+            bits = AFFINE_KINDS[self.kind]
+            return ops.affine_rows(self.tiles, bits, begin, end - begin, self.padded_columns, dtype)
+        return ops.untile_rows(self.tiles, begin, end - begin, dtype)
+
     def embedding(self, tokens: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """Rows `tokens` in dtype, as F.embedding gives them: an LM head tied to the embedding is kept once, as
         the head (a quantized head is a copy, and the embedding stays a plain tensor)."""
@@ -132,7 +145,7 @@ def cpu_linear(x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
             flat = flat.float()
         out = _compiled_product(ops, _padded(flat, weight), weight)
     else:
-        out = _dense_product(_padded(flat.float(), weight), weight, x.dtype)
+        out = _dense_product(_padded(flat, weight), weight)
     return out.view(*x.shape[:-1], out_features).to(x.dtype)
 
 
@@ -152,15 +165,14 @@ def _compiled_product(ops, x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
     return ops.float_linear(x, weight.tiles, weight.shape[0])
 
 
-def _dense_product(x: torch.Tensor, weight: CpuWeight, dtype: torch.dtype) -> torch.Tensor:
+def _dense_product(x: torch.Tensor, weight: CpuWeight) -> torch.Tensor:
     n = weight.shape[0]
     # bf16 activations take bf16 products where the CPU has them (several times fp32's flops); elsewhere torch
     # widens bf16 in software, slower than fp32.
-    dense_dtype = torch.bfloat16 if dtype == torch.bfloat16 and native_bf16() else torch.float32
+    dense_dtype = torch.bfloat16 if x.dtype == torch.bfloat16 and native_bf16() else torch.float32
     inputs = x.to(dense_dtype)
-    out = torch.empty(x.shape[0], n, dtype=torch.float32)
+    out = torch.empty(x.shape[0], n, dtype=dense_dtype)
     for begin in range(0, n, DENSE_BLOCK_ROWS):
         end = min(begin + DENSE_BLOCK_ROWS, n)
-        block = weight.dequantize(slice(begin, end))[: end - begin].to(dense_dtype)
-        out[:, begin:end] = F.linear(inputs, block)
+        out[:, begin:end] = F.linear(inputs, weight.dense_rows(begin, end, dense_dtype))
     return out

@@ -1,5 +1,6 @@
 """The C++ CPU kernels, compiled for this machine's CPU on first use, one library: the weight products
-(weight_products.cpp) and the fused steps of a decode token: a Gated DeltaNet layer between its projections
+(weight_products.cpp), the stored matrices' rows written out dense for a prefill's products (dense_rows.cpp), and
+the fused steps of a decode token: a Gated DeltaNet layer between its projections
 (gated_delta_net_step.cpp), one-query attention (attention_step.cpp) and RMSNorm with its residual add (rms_norm.cpp),
 compiled together as library.cpp.
 
@@ -29,6 +30,7 @@ INCLUDED = [
     Path(__file__).with_name(name)
     for name in (
         "weight_products.cpp",
+        "dense_rows.cpp",
         "gated_delta_net_step.cpp",
         "attention_step.cpp",
         "rms_norm.cpp",
@@ -49,6 +51,9 @@ FAKES = {
     "bf16_dot_linear": lambda x, tiles, n: _products(x, n),
     "int8_linear": lambda x, rows, scales: _products(x, rows.shape[0]),
     "affine_linear": lambda x, rows, bits: _products(x, rows.shape[0]),
+    "untile_rows": lambda tiles, first, count, dtype: tiles.new_empty(count, tiles.shape[1], dtype=dtype),
+    "int8_rows": lambda rows, scales, first, count, dtype: rows.new_empty(count, rows.shape[1], dtype=dtype),
+    "affine_rows": lambda rows, bits, first, count, k, dtype: rows.new_empty(count, k, dtype=dtype),
     "gated_delta_net_step": lambda projected, conv_weight, conv_state, A_log, dt_bias, state, *rest: (
         projected.new_empty(*projected.shape[:2], state.shape[1] * state.shape[3])
     ),

@@ -2,6 +2,7 @@
 // (a build in about a third of the CPU time of compiling the files apart).
 
 #include "weight_products.cpp"
+#include "dense_rows.cpp"
 #include "gated_delta_net_step.cpp"
 #include "attention_step.cpp"
 #include "rms_norm.cpp"

@@ -42,9 +42,13 @@ def check(ops) -> float:
                     run_integer_product(ops, kind, padded_x, parts, out)
                     want = layout.integer_product(x, dequantized(kind, parts))
                     worst = max(worst, _error(out, want, f"{kind} {n}x{k}, {rows} rows"))
+                    worst = max(worst, _check_dense_rows(ops, kind, parts))
                     continue
                 tiles = layout.tile_rows(weight if kind == "float32" else weight.bfloat16())
                 dense = layout.dequantize_float(tiles)
+                untiled = torch.full_like(dense, float("nan"))
+                ops.untile_rows.out(tiles, 0, untiled)
+                worst = max(worst, _error(untiled, dense.double(), f"{kind} dense rows"))
                 if kind == "bf16_dot":
                     x = x.bfloat16()
                     ops.bf16_dot_linear.out(x, tiles, out)
@@ -54,6 +58,17 @@ def check(ops) -> float:
                 worst = max(worst, _error(out, want, f"{kind} {n}x{k}, {rows} rows"))
                 x = x.float()
     return max(worst, _check_steps(ops, generator))
+
+
+def _check_dense_rows(ops, kind: str, parts: tuple[torch.Tensor, ...]) -> float:
+    """The largest error of a kind's rows written out dense (fp32), from row 1 to the end."""
+    want = dequantized(kind, parts)[1:]
+    out = torch.full_like(want, float("nan"))
+    if kind == "int8":
+        ops.int8_rows.out(parts[0], parts[1], 1, out)
+    else:
+        ops.affine_rows.out(parts[0], parts[1], 1, out)
+    return _error(out, want.double(), f"{kind} dense rows")
 
 
 def _check_steps(ops, generator: torch.Generator) -> float:

@@ -100,6 +100,40 @@ def test_bf16_dot_products_match_the_widened_product(ops, n, k):
         assert ((out - want).abs() <= 1e-5 * (x.float().abs() @ dense.abs().T) + 1e-6).all(), f"{rows} rows"
 
 
+def _dense_rows(ops, kind: str, parts, first: int, out: torch.Tensor) -> None:
+    if kind == "int8":
+        ops.int8_rows.out(parts[0], parts[1], first, out)
+    elif kind in INTEGER_KINDS:
+        ops.affine_rows.out(parts[0], parts[1], first, out)
+    else:
+        ops.untile_rows.out(parts[0], first, out)
+
+
+@pytest.mark.parametrize(("kind", "n", "k"), CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dense_rows_match_the_reference(ops, kind, n, k, dtype):
+    generator = torch.Generator().manual_seed(n * 31 + k)
+    parts = _tiles(kind, n, k, generator)
+    want = _dense(kind, parts)[:n]
+    # A block from a random row to the end, as the dense products take them, and the whole matrix.
+    first = int(torch.randint(0, n, (1,), generator=generator))
+    for begin in (first, 0):
+        out = torch.full((n - begin, want.shape[1]), float("nan"), dtype=dtype)
+        _dense_rows(ops, kind, parts, begin, out)
+        # scale * value + minimum may be one fused multiply-add: within an fp32 rounding of the reference, then
+        # rounded to bf16 from that (so within one bf16 rounding).
+        rtol = 2e-7 if dtype == torch.float32 else 2**-8
+        torch.testing.assert_close(out.float(), want[begin:], rtol=rtol, atol=1e-7)
+        if kind in ("float32", "bfloat16", "int8"):
+            assert torch.equal(out, want[begin:].to(dtype)), f"rows from {begin}"
+    functional = {
+        "int8": lambda: ops.int8_rows(parts[0], parts[1], 1, n - 1, dtype),
+        "float32": lambda: ops.untile_rows(parts[0], 1, n - 1, dtype),
+        "bfloat16": lambda: ops.untile_rows(parts[0], 1, n - 1, dtype),
+    }.get(kind, lambda: ops.affine_rows(parts[0], parts[1], 1, n - 1, parts[2], dtype))
+    assert torch.equal(functional(), out[1:])
+
+
 def _affine(bits=4, row_bytes=320, dtype=torch.uint8):
     """Arguments of a 5 x 512 4-bit affine_linear (rows of a 64-byte header and 256 bytes) with one changed."""
     return torch.randn(1, 512), torch.zeros(5, row_bytes, dtype=dtype), bits
@@ -123,6 +157,20 @@ def _affine(bits=4, row_bytes=320, dtype=torch.uint8):
         (lambda ops, w: ops.affine_linear.out(*_affine(bits=6), torch.empty(1, 5)), "affine rows"),
         (lambda ops, w: ops.affine_linear.out(*_affine(row_bytes=256), torch.empty(1, 5)), "affine rows"),
         (lambda ops, w: ops.affine_linear.out(*_affine(dtype=torch.int8), torch.empty(1, 5)), "affine rows"),
+        (lambda ops, w: ops.untile_rows.out(w, 5, torch.empty(4, 32)), "not all within"),
+        (lambda ops, w: ops.untile_rows.out(w, 0, torch.empty(4, 32).half()), "float32 or bfloat16"),
+        (lambda ops, w: ops.untile_rows.out(w, 0, torch.empty(4, 48)), r"tiles must be \[N, 48\]"),
+        (
+            lambda ops, w: ops.int8_rows.out(
+                torch.zeros(2, 512, dtype=torch.int8), torch.zeros(3).half(), 0, torch.empty(2, 512)
+            ),
+            "int8 scales",
+        ),
+        (lambda ops, w: ops.affine_rows.out(_affine()[1], 4, 3, torch.empty(3, 512)), "not all within"),
+        (
+            lambda ops, w: ops.affine_rows.out(_affine()[1], 4, 0, torch.empty(3, 1024)),
+            "affine rows of K = 1024",
+        ),
     ],
 )
 def test_bad_inputs_are_refused_with_a_message(ops, call, message):
