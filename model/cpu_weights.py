@@ -5,8 +5,9 @@ A decode step multiplies a few rows of activations by every weight: the products
 registers (or, for bf16 activations, multiply bf16 pairs exactly in hardware), so the weights cost their stored
 bytes (bf16 half of fp32's) and the sums are those of fp32; integer weights meet activations quantized to int8 per
 block of 32 (as llama.cpp's Q8_0, Q4_K and Q6_K do), in integer dot products. A product of many rows (a prefill) is
-compute-bound instead: the weights are widened a block of rows at a time and multiplied densely, in bf16 for bf16
-activations on a CPU that multiplies bf16 natively (oneDNN's kernels), else in fp32.
+compute-bound instead: the weights are written out dense a block of rows at a time (in one C++ pass where the
+kernels are built) and multiplied densely, in bf16 for bf16 activations on a CPU that multiplies bf16 natively
+(oneDNN's kernels), else in fp32.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from model.quantize import quantize_affine, quantize_int8
 # oneDNN's and MKL's kernels outweigh widening every weight block first. On two Zen 4 cores a 12,288 x 2,048
 # bf16 or int8 matrix took the products 28-54 ms for 64 rows against 150 ms densely (8-11 against 70-230 ms at 16).
 PRODUCT_MAX_ROWS = 64
-# Rows of weights widened at once by the dense path: 8 MB of fp32 at 2,048 columns.
+# Rows of weights written out dense at once by the dense path: 4 MB of bf16 (8 of fp32) at 2,048 columns.
 DENSE_BLOCK_ROWS = 1024
 # The affine kinds and their bits a value.
 AFFINE_KINDS = {"int4": 4, "int6": 6}
