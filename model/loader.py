@@ -17,6 +17,7 @@ from model.cpu_weights import matrix_kind, to_cpu_weight
 from model.draft_head import PREFIX as DRAFT_PREFIX
 from model.draft_head import draft_head_layout
 from model.errors import DOWNLOAD_HINT, ModelDirectoryError
+from model.huge_pages import into_huge_pages
 from model.linear import Weight
 from model.qwen35 import WeightLayout, weight_layout
 
@@ -70,7 +71,7 @@ def load_weights(
     int4 with quantize (int4: some matrices at 6 bits, see cpu_weights.matrix_kind); the
     embedding stays in the checkpoint's dtype, and a head tied to it is kept once, as the head, unless quantized.
     With quantized_cache_dir the quantized weights are read from there when this checkpoint's are, and kept
-    there when not.
+    there when not. On the CPU the matrices end in one block of memory advised for huge pages (huge_pages.py).
     """
     prefix = "model.language_model." if config.vision_language else "model."
     files = checkpoint_files(model_dir)
@@ -99,6 +100,8 @@ def load_weights(
             weights["lm_head.weight"] = head
     if cache_path is not None and not cached:
         quantized_cache.write(cache_path, {name: w for name, w in weights.items() if is_matrix(name)})
+    if on_cpu:
+        weights = into_huge_pages(weights)
     if cached:
         log.info("loaded the %s weights from %s, the rest from %s", quantize, cache_path, model_dir)
     else:
