@@ -3,8 +3,9 @@
 A decode step streams every weight once: over 4 KB pages a token's 1-4 GB cost a TLB miss every 4 KB, and
 weights read back from the quantized cache would otherwise stay a file mapping of 4 KB pages. One block, advised
 MADV_HUGEPAGE (which transparent huge pages wait for in their `madvise` mode, Ubuntu's default; the `always` mode
-needs no advice), decoded int4 on one Zen 4 core 24-31% faster than the cache's mapping, and 5-8% faster than
-plain anonymous memory. Where the advice does not exist or is refused, the block is plain memory.
+needs no advice), decoded int4 on one Zen 4 core 24-31% faster than the cache's mapping and 6-9% faster than
+plain anonymous memory (within noise of both with two threads). Where the advice does not exist or is refused,
+the block is plain memory.
 """
 
 from __future__ import annotations
