@@ -20,13 +20,8 @@ inline void unpermute_chunk(const uint8_t* permuted, uint8_t* ordered) {
 template <int bits>
 inline void unpack_affine_chunk(const uint8_t* values, uint8_t* unpacked) {
   for (int p = 0; p < CHUNK / VECTOR / 2; ++p) {
-    const u8x64 packed = load<u8x64>(values + p * VECTOR);
-    u8x64 low = packed & 0xF, high = packed >> 4;
-    if constexpr (bits == 6) {
-      const u8x64 upper = load<u8x64>(values + CHUNK / 2 + p / 2 * VECTOR);
-      low |= p % 2 ? upper_bits<2>(upper) : upper_bits<0>(upper);
-      high |= p % 2 ? upper_bits<3>(upper) : upper_bits<1>(upper);
-    }
+    u8x64 low, high;
+    unpack_vector_pair<bits>(values, p, low, high);
     std::memcpy(unpacked + 2 * p * VECTOR, &low, VECTOR);
     std::memcpy(unpacked + (2 * p + 1) * VECTOR, &high, VECTOR);
   }

@@ -388,6 +388,19 @@ inline u8x64 upper_bits(u8x64 high) {
   return (high << (4 - 2 * t)) & 0x30;
 }
 
+// Vectors 2p and 2p + 1 of an affine chunk's packed values (see AffineRows), one byte a value.
+template <int bits>
+inline void unpack_vector_pair(const uint8_t* values, int p, u8x64& low, u8x64& high) {
+  const u8x64 packed = load<u8x64>(values + p * VECTOR);
+  low = packed & 0xF;
+  high = packed >> 4;
+  if constexpr (bits == 6) {
+    const u8x64 upper = load<u8x64>(values + CHUNK / 2 + p / 2 * VECTOR);
+    low |= p % 2 ? upper_bits<2>(upper) : upper_bits<0>(upper);
+    high |= p % 2 ? upper_bits<3>(upper) : upper_bits<1>(upper);
+  }
+}
+
 // Row n of W against rows m0 .. m0 + rm - 1 of x.
 template <int rm>
 inline void int8_row(const Int8Rows& w, const QuantizedX& q, int64_t m0, int64_t n, int64_t N, float* y) {
@@ -424,13 +437,8 @@ inline void affine_row(const AffineRows& w, const QuantizedX& q, int64_t m0, int
     // Values are unsigned: the biased starts of signed weights do not apply.
     i32v sums[rm] = {};
     for (int p = 0; p < CHUNK / VECTOR / 2; ++p) {
-      const u8x64 packed = load<u8x64>(parts.values + p * VECTOR);
-      u8x64 low = packed & 0xF, high = packed >> 4;
-      if constexpr (bits == 6) {
-        const u8x64 upper = load<u8x64>(parts.values + CHUNK / 2 + p / 2 * VECTOR);
-        low |= p % 2 ? upper_bits<2>(upper) : upper_bits<0>(upper);
-        high |= p % 2 ? upper_bits<3>(upper) : upper_bits<1>(upper);
-      }
+      u8x64 low, high;
+      unpack_vector_pair<bits>(parts.values, p, low, high);
       for (int m = 0; m < rm; ++m) {
         const int8_t* at = chunk_x + m * K + 2 * p * VECTOR;
         sums[m] = unsigned_dot4(sums[m], low, load<i8x64>(at));
