@@ -78,8 +78,12 @@ def run(out_dir: str | Path | None = None, *, shapes: str = "2b", context: int =
     with tempfile.TemporaryDirectory() as tmp:
         reference = build_checkpoint(config, Path(tmp), device, dtype)
         del reference  # only its files are needed: free the device memory before two engines load
+        # Both decode the same one-token steps: an eager engine would otherwise draft and verify (speculate=auto).
         options = EngineOptions(
-            device=device.type, dtype=str(dtype).removeprefix("torch."), max_context=max_context
+            device=device.type,
+            dtype=str(dtype).removeprefix("torch."),
+            max_context=max_context,
+            speculate="off",
         )
         graph = Engine.load(tmp, replace(options, cuda_graph=True))
         eager = Engine.load(tmp, replace(options, cuda_graph=False))

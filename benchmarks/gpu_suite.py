@@ -32,6 +32,9 @@ MODEL_DECODE_MODULE = "benchmarks.model_decode"
 GPU_CHECKS_MODULE = "benchmarks.gpu_checks"
 GPU_ASK_MODULE = "benchmarks.gpu_ask"
 SPECULATIVE_MODULE = "benchmarks.speculative"
+# They build the C++ CPU kernels four times over (native and three other instruction sets): minutes of one core
+# that CI's CPU machine spends anyway, and nothing a GPU checks.
+CPU_KERNEL_TESTS = ("tests/kernels/test_weight_products.py", "tests/kernels/test_cpu_steps.py")
 
 
 def _run_logged(command: list[str], log_path: Path, timeout_s: float) -> tuple[int | None, str]:
@@ -60,7 +63,8 @@ def _run_logged(command: list[str], log_path: Path, timeout_s: float) -> tuple[i
 def _kernel_tests(out: Path, timeout_s: float) -> str:
     if timeout_s < 1:
         return "not run: the suite's time budget was spent"
-    command = [sys.executable, "-m", "pytest", "tests/kernels", "-q", "-p", "no:cacheprovider"]
+    ignored = [f"--ignore={path}" for path in CPU_KERNEL_TESTS]
+    command = [sys.executable, "-m", "pytest", "tests/kernels", "-q", "-p", "no:cacheprovider", *ignored]
     code, last = _run_logged(command, out / "kernel_tests.log", timeout_s)
     if code is None:
         return f"timed out after {timeout_s:.0f} s (see kernel_tests.log)"
@@ -218,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             f"Machine: {_machine()}. Total {time.monotonic() - began:.0f} s.",
             "",
-            f"Kernel tests (tests/kernels, fp32 and bf16 storage): {tests}",
+            f"Kernel tests (tests/kernels but the C++ CPU kernels', fp32 and bf16 storage): {tests}",
             "",
             "## Kernels (bf16 storage, medians of triton.testing.do_bench)",
             "",

@@ -22,20 +22,10 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     os.environ.setdefault("OMP_NUM_THREADS", str(share))
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
-import psycopg  # noqa: E402
 import pytest  # noqa: E402
 
-from dbtools.demo import default_demo_path  # noqa: E402
-from dbtools.throwaway_mariadb import MariaDBServer  # noqa: E402
-from dbtools.throwaway_postgres import PostgresServer  # noqa: E402
-from tests.fixture_schema import (  # noqa: E402
-    build_duckdb,
-    build_mysql,
-    build_postgres,
-    build_sqlite,
-    mysql_connection,
-    write_csv_folder,
-)
+# The database fixtures import the database packages (psycopg, DuckDB, PyMySQL, sqlglot) where they are used: the GPU
+# machine runs tests/kernels through this file and has none of them.
 
 SUBPROCESS_SERVERS = "starts sqlscout servers in subprocesses"
 # What the fast tier (`-m "not slow"`, scripts/test.sh --fast) leaves out: a test file, or one test of a file (every
@@ -174,6 +164,8 @@ def pg_server_dsn():
     if existing:
         yield existing
         return
+    from dbtools.throwaway_postgres import PostgresServer
+
     server = PostgresServer()
     try:
         yield server.start()
@@ -192,6 +184,8 @@ def mariadb_server_dsn():
     if existing:
         yield existing.rstrip("/")
         return
+    from dbtools.throwaway_mariadb import MariaDBServer
+
     server = MariaDBServer()
     try:
         yield server.start()
@@ -225,6 +219,8 @@ def running_sshd(sshd):
 def demo_database(run_cache_dir) -> Path:
     """The default demo database, built once per run through default_demo_path() into the run's cache directory,
     where open_database(None) and the servers that tests start find it."""
+    from dbtools.demo import default_demo_path
+
     previous = os.environ["SQLSCOUT_CACHE_DIR"]
     os.environ["SQLSCOUT_CACHE_DIR"] = str(run_cache_dir)  # a test may point it elsewhere for the moment
     try:
@@ -236,6 +232,8 @@ def demo_database(run_cache_dir) -> Path:
 # The fixture database on each engine, built once per run. Tests only read it; one that changes it puts it back.
 @pytest.fixture(scope="session")
 def sqlite_dsn(tmp_path_factory) -> str:
+    from tests.fixture_schema import build_sqlite
+
     path = tmp_path_factory.mktemp("sqlite-fixture") / "fixture.sqlite"
     build_sqlite(str(path))
     return str(path)
@@ -244,6 +242,10 @@ def sqlite_dsn(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def postgres_dsn(pg_server_dsn) -> str:
     """A uniquely named database in the session's PostgreSQL server, dropped at the end of the run."""
+    import psycopg
+
+    from tests.fixture_schema import build_postgres
+
     name = f"sqlscout_fixture_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -259,6 +261,8 @@ def postgres_dsn(pg_server_dsn) -> str:
 @pytest.fixture(scope="session")
 def mysql_dsn(mariadb_server_dsn) -> str:
     """A uniquely named database in the session's MariaDB server, dropped at the end of the run."""
+    from tests.fixture_schema import build_mysql, mysql_connection
+
     name = f"sqlscout_fixture_{uuid.uuid4().hex[:10]}"
     with mysql_connection(f"{mariadb_server_dsn}/mysql") as conn, conn.cursor() as cursor:
         cursor.execute(f"CREATE DATABASE `{name}`")
@@ -273,6 +277,8 @@ def mysql_dsn(mariadb_server_dsn) -> str:
 
 @pytest.fixture(scope="session")
 def duckdb_dsn(tmp_path_factory) -> str:
+    from tests.fixture_schema import build_duckdb
+
     path = tmp_path_factory.mktemp("duckdb-fixture") / "fixture.duckdb"
     build_duckdb(str(path))
     return str(path)
@@ -282,6 +288,8 @@ def duckdb_dsn(tmp_path_factory) -> str:
 def csv_dsn(tmp_path_factory) -> str:
     """The fixture tables as a folder of CSV files, one per table with a header line, opened by DuckDB (no keys:
     CSV has none)."""
+    from tests.fixture_schema import write_csv_folder
+
     folder = tmp_path_factory.mktemp("csv-fixture")
     write_csv_folder(folder)
     return str(folder)

@@ -105,9 +105,11 @@ def test_gated_delta_rule_matches_transformers(length):
     q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(2, length, 2, 4, 16, 8)
     g = -A_log.exp() * F.softplus(a + dt_bias)
     hf = qwen.torch_recurrent_gated_delta_rule if length == 1 else qwen.torch_chunk_gated_delta_rule
+    # Each query/key head serves consecutive value heads; transformers before 5.24 expects them repeated already.
+    group = v.shape[2] // k.shape[2]
     expected, expected_state = hf(
-        q,
-        k,
+        q.repeat_interleave(group, dim=2),
+        k.repeat_interleave(group, dim=2),
         v,
         g=g,
         beta=b.sigmoid(),
