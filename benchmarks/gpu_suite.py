@@ -1,10 +1,11 @@
 """One command for a GPU machine: kernel tests in bf16 and fp32, kernel benchmarks, the checks only a GPU can
 make (graph replay vs eager, Triton vs torch at real shapes), a whole ask episode on a random checkpoint of the
-real size, end-to-end decode.
+real size, end-to-end decode, speculative decoding, and a kernel-by-kernel profile of a decode step.
 
 `python -m benchmarks.gpu_suite --out DIR` writes summary.md, kernels.csv, kernels.png, kernel_tests.log,
-gpu_checks.log/.json, gpu_ask.log/.json, model_decode.log/.json and speculative.log/.json into DIR and prints the summary last, in
-under 9 minutes on an H200 (--budget: a step gets what is left of it when that is less than its own limit).
+gpu_checks.log/.json, gpu_ask.log/.json, model_decode.log/.json, speculative.log/.json and gpu_profile.log/.json
+into DIR and prints the summary last, in under 9 minutes on an H200 (--budget: a step gets what is left of it when
+that is less than its own limit).
 Needs torch, triton, numpy, pytest and transformers (which writes the random checkpoints); matplotlib optional.
 """
 
@@ -32,6 +33,7 @@ MODEL_DECODE_MODULE = "benchmarks.model_decode"
 GPU_CHECKS_MODULE = "benchmarks.gpu_checks"
 GPU_ASK_MODULE = "benchmarks.gpu_ask"
 SPECULATIVE_MODULE = "benchmarks.speculative"
+PROFILE_MODULE = "benchmarks.gpu_profile"
 # They build the C++ CPU kernels four times over (native and three other instruction sets): minutes of one core
 # that CI's CPU machine spends anyway, and nothing a GPU checks.
 CPU_KERNEL_TESTS = ("tests/kernels/test_weight_products.py", "tests/kernels/test_cpu_steps.py")
@@ -178,6 +180,13 @@ def build_parser() -> configargparse.ArgumentParser:
         help="seconds for speculative decoding of replayed episodes at the real size against the decode graph",
     )
     parser.add_argument(
+        "--profile-timeout",
+        type=float,
+        default=90.0,
+        env_var="SQLSCOUT_GPU_SUITE_PROFILE_TIMEOUT",
+        help="seconds for the kernel-by-kernel profile of a decode step and an agent turn",
+    )
+    parser.add_argument(
         "--budget",
         type=float,
         default=540.0,
@@ -215,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     ask = _run_module(GPU_ASK_MODULE, out, limit(args.ask_timeout))
     model = _run_module(MODEL_DECODE_MODULE, out, limit(args.model_timeout))
     speculative = _run_module(SPECULATIVE_MODULE, out, limit(args.speculative_timeout))
+    profile = _run_module(PROFILE_MODULE, out, limit(args.profile_timeout))
 
     summary = "\n".join(
         [
@@ -247,9 +257,13 @@ def main(argv: list[str] | None = None) -> int:
             f"## Speculative decoding at the real size against the decode graph ({SPECULATIVE_MODULE})",
             "",
             "Replayed agent episodes stand in for the trained model's replies (their tokens are forced as the "
-            "model's choices); verify passes run eagerly, the plain steps as the captured graph.",
+            "model's choices); verify passes and plain steps replay captured graphs.",
             "",
             speculative,
+            "",
+            f"## Where a decode step's and an agent turn's device time goes ({PROFILE_MODULE})",
+            "",
+            profile,
             "",
         ]
     )

@@ -27,6 +27,7 @@ from model.sampling import SamplingParams, draw_noise, make_generator, sample
 from model.speculative import SpeculationStats
 from model.speculative_decode import SpeculativeDecoding
 from model.tokenizer import Tokenizer
+from model.verify_steps import VerifySteps
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class Engine:
             capture = CudaGraphCapture()
         self.capture = capture
         self._workspaces: dict[int, Decoder] = {}
+        self._verify_steps: dict[int, VerifySteps] = {}
         # On a GPU the host checks for finished rows only every few tokens so the device never waits.
         self.sync_every = 8 if self.device.type == "cuda" else 1
         speculation = options.speculation(captured=capture is not None)
@@ -132,11 +134,22 @@ class Engine:
             raise RuntimeError("this engine captures no decode steps: sessions decode in their own caches")
         decoder = self._workspaces.get(batch_size)
         if decoder is None:
+            # The spare position, and when the engine speculates the scratch positions of a verify pass.
+            spare = 1 + (MAX_DRAFT_TOKENS if self.speculates else 0)
             cache = ModelCache.allocate(
-                self.config, batch_size, self.max_context + 1, self.device, self.dtype
+                self.config, batch_size, self.max_context + spare, self.device, self.dtype
             )
             decoder = self._workspaces[batch_size] = Decoder(self.model, cache, self.capture)
         return decoder
+
+    def verify_workspace(self, batch_size: int) -> VerifySteps:
+        """The captured verify passes over the workspace of batch_size (see VerifySteps), made on first use."""
+        steps = self._verify_steps.get(batch_size)
+        if steps is None:
+            cache = self.workspace(batch_size).cache
+            steps = VerifySteps(self.model, cache, self.capture, self.speculate_tokens + 1, self.max_context)
+            self._verify_steps[batch_size] = steps
+        return steps
 
     def stop_capturing(self, reason: Exception) -> None:
         """Fall back to eager decoding for good (sessions decode in their own caches from now on)."""
@@ -145,6 +158,7 @@ class Engine:
         )
         self.capture = None
         self._workspaces.clear()
+        self._verify_steps.clear()
 
 
 @dataclass
@@ -290,6 +304,10 @@ class Session(SpeculativeDecoding):
             logits, hidden = logits
             for row in rows:
                 heads.add(row, hidden[row])
+        self._stepped(rows, logits)
+
+    def _stepped(self, rows: list[int], logits: torch.Tensor) -> None:
+        """Record that each of rows ran one token, whose next logits are its row of logits [B, V]."""
         self._last_logits[rows] = logits[rows]
         for i in rows:
             self._processed[i] += 1

@@ -15,6 +15,7 @@ from model.drafting import DRAFT_HEAD_KIND, MAX_NGRAM, Draft
 from model.sampling import candidate_count
 from model.sampling_params import SamplingParams
 from model.speculative import NoiseStream, agreed, cut, targets
+from model.verify_steps import VerifySteps
 
 
 class SpeculativeDecoding:
@@ -28,6 +29,36 @@ class SpeculativeDecoding:
         stop_ids: set[int],
         forced: dict[int, list[int]] | None,
     ) -> list[list[int]]:
+        engine = self.engine
+        if engine.capture is None or self._head_rows is not None or self.max_tokens > engine.max_context:
+            # The draft head's passes run eagerly: its hidden states and cache live in the session.
+            return self._rounds(None, rows, limit_per_row, sampling, stop_ids, forced)
+        steps = engine.verify_workspace(self.batch_size)
+        with engine.workspace(self.batch_size).lock:
+            try:
+                steps.capture_all()
+            except RuntimeError as error:
+                engine.stop_capturing(error)
+                return self._rounds(None, rows, limit_per_row, sampling, stop_ids, forced)
+            # As plain decoding does: the session's state in, the passes replayed there, the new positions out.
+            first, longest = min(self._processed), max(self._processed)
+            steps.cache.copy_prefix_(self.cache, longest)
+            try:
+                return self._rounds(steps, rows, limit_per_row, sampling, stop_ids, forced)
+            finally:
+                self.cache.copy_span_(steps.cache, first, max(self._processed))
+
+    def _rounds(
+        self,
+        steps: VerifySteps | None,
+        rows: list[int],
+        limit_per_row: list[int],
+        sampling: SamplingParams,
+        stop_ids: set[int],
+        forced: dict[int, list[int]] | None,
+    ) -> list[list[int]]:
+        """Draft, verify and emit until every row is done, the passes replayed from steps when given (over its
+        cache), else run eagerly in the session's cache."""
         engine = self.engine
         device = engine.device
         noise = None
@@ -79,14 +110,22 @@ class SpeculativeDecoding:
             for r in running:
                 self._pending[r] = []
             if width == 1:
-                self._step_rows(active, fed)
+                if steps is None:
+                    self._step_rows(active, fed)
+                else:
+                    self._stepped(running, steps.run(fed, self._processed, active)[:, 0])
                 self.speculation.steps += 1
                 chosen = choose(self._last_logits[running][:, None])
                 if budget is not None:
                     budget.record_pass(self.batch_size, 1, time.perf_counter() - started)
                 emit(chosen)
                 continue
-            logits, hidden = self._verify(active, fed, running)
+            if steps is None:
+                logits, hidden = self._verify(active, fed, running)
+                trail, cache = self._trail, self.cache
+            else:
+                logits, hidden = steps.run(fed, self._processed, active)[running], None
+                trail, cache = steps.trail, steps.cache
             emitted = [
                 cut(agreed(drafts[r], row_targets), stop_ids, left[r])
                 for r, row_targets in zip(running, choose(logits), strict=True)
@@ -96,7 +135,7 @@ class SpeculativeDecoding:
                 for r, tokens in zip(running, emitted, strict=True):
                     budget.record_draft(proposed[r].kind, len(drafts[r]), len(tokens) - 1)
             kept = [len(tokens) - 1 for tokens in emitted]  # the last token fed whose state each row keeps
-            self._trail.keep_(self.cache, running, kept)
+            trail.keep_(cache, running, kept)
             for i, (r, last) in enumerate(zip(running, kept, strict=True)):
                 self._last_logits[r] = logits[i, last]
                 self._processed[r] += last + 1

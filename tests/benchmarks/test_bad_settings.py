@@ -62,6 +62,8 @@ TYPED = [
     ("benchmarks.gpu_suite", "--model-timeout", "SQLSCOUT_GPU_SUITE_MODEL_TIMEOUT"),
     ("benchmarks.gpu_suite", "--ask-timeout", "SQLSCOUT_GPU_SUITE_ASK_TIMEOUT"),
     ("benchmarks.gpu_ask", "--shapes", "SQLSCOUT_BENCH_SHAPES"),
+    ("benchmarks.gpu_suite", "--profile-timeout", "SQLSCOUT_GPU_SUITE_PROFILE_TIMEOUT"),
+    ("benchmarks.gpu_profile", "--context", "SQLSCOUT_BENCH_CONTEXT"),
 ]
 SWITCHES = [
     ("benchmarks.value_search", "no_write", "SQLSCOUT_BENCH_NO_WRITE"),

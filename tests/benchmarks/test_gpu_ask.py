@@ -127,10 +127,10 @@ def test_a_step_gets_at_most_what_is_left_of_the_suite_budget(tmp_path, monkeypa
     limits = fake_steps(monkeypatch, "completed", 0)
     assert gpu_suite.main(["--out", str(tmp_path), "--skip-tests", "--budget", "100"]) == 0
     assert limits["gpu_checks"] <= 100 and limits["gpu_ask"] <= 100 and limits["model_decode"] <= 100
-    assert limits["speculative"] <= 100
+    assert limits["speculative"] <= 100 and limits["gpu_profile"] <= 100
 
     limits = fake_steps(monkeypatch, "completed", 0)
     assert gpu_suite.main(["--out", str(tmp_path), "--budget", "0"]) == 1
     assert limits == {}
     summary = (tmp_path / "summary.md").read_text()
-    assert summary.count("not run: the suite's time budget was spent") == 5
+    assert summary.count("not run: the suite's time budget was spent") == 6

@@ -1,0 +1,135 @@
+"""Where a decode step's and an agent turn's device time goes, kernel by kernel, at Qwen3.5-2B shapes (random weights).
+
+`python -m benchmarks.gpu_profile [--out DIR] [--context 4096] [--shapes 2b|tiny]` profiles (torch.profiler)
+eager greedy decode steps, whose kernels take the time they take inside the captured graph, and one agent turn
+(append a 400-token tool result, then the first new token); it prints, per phase, the wall time, the time the
+device was busy and the kernels that took the most of it, and writes gpu_profile.json. On a CPU (`--shapes
+tiny`) the same code profiles the CPU ops instead, to check the script.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import configargparse
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from benchmarks.model_decode import GREEDY, SHAPES, TOOL_RESULT_TOKENS, build_checkpoint, timed
+from model.engine import Engine
+from model.engine_options import EngineOptions
+
+STEPS = 16
+TOP = 15
+
+
+def _kernel_table(prof, device: torch.device, units: int) -> tuple[float, list[dict]]:
+    """(device-busy microseconds per unit, the TOP kernels by time with their share) of a finished profile."""
+    times: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    for event in prof.events():
+        on_device = event.device_type == torch.autograd.DeviceType.CUDA
+        if on_device != (device.type == "cuda") or (not on_device and event.cpu_parent is not None):
+            continue  # on a CPU only top-level ops, so that nothing is counted twice
+        micros = event.device_time if on_device else event.cpu_time
+        times[event.name] += micros
+        counts[event.name] += 1
+    busy = sum(times.values())
+    ranked = sorted(times, key=times.get, reverse=True)[:TOP]
+    table = [
+        {
+            "kernel": name[:90],
+            "us_per_unit": round(times[name] / units, 1),
+            "calls_per_unit": round(counts[name] / units, 1),
+            "share": round(times[name] / busy, 3),
+        }
+        for name in ranked
+    ]
+    return busy / units, table
+
+
+def _profiled(device: torch.device, work, units: int) -> dict:
+    activities = [ProfilerActivity.CUDA] if device.type == "cuda" else [ProfilerActivity.CPU]
+    with profile(activities=activities) as prof:
+        seconds, _ = timed(device, work)
+    busy_us, kernels = _kernel_table(prof, device, units)
+    return {"wall_us": round(seconds * 1e6 / units, 1), "busy_us": round(busy_us, 1), "kernels": kernels}
+
+
+def run(out_dir: str | Path | None = None, *, context: int = 4096, shapes: str = "2b") -> dict:
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    config = SHAPES[shapes]
+    with tempfile.TemporaryDirectory() as tmp:
+        build_checkpoint(config, Path(tmp), device, dtype)  # only its files are needed
+        engine = Engine.load(
+            tmp,
+            EngineOptions(
+                device=device.type,
+                dtype=str(dtype).removeprefix("torch."),
+                max_context=context + 2 * TOOL_RESULT_TOKENS + STEPS + 8,
+                cuda_graph=False,
+                speculate="off",
+            ),
+        )
+    generator = torch.Generator().manual_seed(3)
+    prompt = torch.randint(0, config["vocab_size"], (context,), generator=generator).tolist()
+    tool_result = torch.randint(0, config["vocab_size"], (TOOL_RESULT_TOKENS,), generator=generator).tolist()
+    session = engine.new_session()
+    session.append(prompt)
+    at_prompt = session.snapshot()
+    session.append(tool_result)  # compiles the kernels of both phases before anything is timed
+    session.generate(4, GREEDY, stop_ids=set())
+    session.restore(at_prompt)
+    report = {
+        "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+        "shapes": shapes,
+        "context": context,
+        # generate(n) runs n - 1 decode steps: the first token comes from the prompt's logits.
+        "decode_step": _profiled(device, lambda: session.generate(STEPS + 1, GREEDY, stop_ids=set()), STEPS),
+    }
+    session.restore(at_prompt)
+    report["agent_turn"] = _profiled(
+        device, lambda: (session.append(tool_result), session.generate(1, GREEDY, stop_ids=set())), 1
+    )
+    if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / "gpu_profile.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def render(report: dict) -> str:
+    lines = [f"{report['device']}, {report['shapes']} shapes, {report['context']} tokens of context, eager"]
+    for phase in ("decode_step", "agent_turn"):
+        part = report[phase]
+        lines.append(f"{phase}: wall {part['wall_us']} us, device busy {part['busy_us']} us")
+        lines += [
+            f"  {k['us_per_unit']:>9} us {k['share']:>6.1%} x{k['calls_per_unit']:<6} {k['kernel']}"
+            for k in part["kernels"]
+        ]
+    return "\n".join(lines)
+
+
+def build_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser(prog="python -m benchmarks.gpu_profile", description=__doc__)
+    parser.add_argument("--out", env_var="SQLSCOUT_BENCH_OUT", help="also write gpu_profile.json here")
+    parser.add_argument(
+        "--context", type=int, default=4096, env_var="SQLSCOUT_BENCH_CONTEXT", help="tokens before the steps"
+    )
+    parser.add_argument(
+        "--shapes", choices=sorted(SHAPES), default="2b", env_var="SQLSCOUT_BENCH_SHAPES", help="model size"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    print(render(run(args.out, context=args.context, shapes=args.shapes)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
