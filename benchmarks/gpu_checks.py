@@ -1,6 +1,6 @@
 """Checks only a GPU can make, at Qwen3.5-2B shapes in bf16 with random weights: decode-graph replay against
-eager decoding (tokens, next logits, every cache tensor), and the Triton kernels against the torch backend
-over a long prefill and greedy decode steps.
+eager decoding (tokens, next logits, every cache tensor), and the Triton kernels against an fp32 run of the torch
+reference over a long prefill and decode steps, as close to it as the torch reference in bf16 is.
 
 `python -m benchmarks.gpu_checks [--out DIR] [--shapes 2b|tiny] [--context 4096] [--new-tokens 64]` prints one
 line per check, writes gpu_checks.json and exits 1 when a check fails. `--shapes tiny` runs the same code on a
@@ -22,9 +22,14 @@ from benchmarks.model_decode import GREEDY, SHAPES, build_checkpoint
 from model.engine import Engine
 from model.engine_options import EngineOptions
 
-# bf16 storage with fp32 accumulation: the same math in another order differs by a few bf16 ulps.
-BACKEND_TOLERANCE = 3e-2
 GRAPH_TOLERANCE = 1e-3
+# A random model's logits are nearly level, so bf16 rounding alone makes two backends pick other greedy tokens
+# (on an H200, Triton and the torch reference agreed on none of 64), after which their states part entirely. So
+# the backends run the same tokens (Triton's choices forced into the others) and each is measured against the
+# torch reference in fp32: Triton passes when it is at most BACKEND_MARGIN times as far from it as the torch
+# reference in bf16 is, or within FP32_FLOOR where both run fp32 (a CPU).
+BACKEND_MARGIN = 1.5
+FP32_FLOOR = 1e-4
 
 
 @dataclass
@@ -39,16 +44,28 @@ def relative_error(ours: torch.Tensor, reference: torch.Tensor) -> float:
     return ((ours - reference).norm() / reference.norm().clamp_min(1e-12)).item()
 
 
-def decode(engine: Engine, prompt: list[int], new_tokens: int) -> Run:
+def decode(engine: Engine, prompt: list[int], new_tokens: int, forced: list[int] | None = None) -> Run:
+    """Greedy decoding of new_tokens after prompt, or the forced tokens run as decode steps in its place."""
     session = engine.new_session(max_tokens=len(prompt) + new_tokens + 1)
     session.append(prompt)
-    tokens = session.generate(new_tokens, GREEDY, stop_ids=set())[0]
-    session.append([])  # runs the last generated token, so its logits and cache rows exist
+    if forced is None:
+        tokens = session.generate(new_tokens, GREEDY, stop_ids=set())[0]
+        session.append([])  # runs the last generated token, so its logits and cache rows exist
+    else:
+        tokens = list(forced)
+        for token in tokens:  # one decode step each, as generate() runs them
+            session.append([token])
     cache = session.cache
     caches = [t.clone() for pair in cache.kv for t in pair] + [
         t.clone() for t in cache.conv + cache.recurrent
     ]
     return Run(tokens, session.last_logits.float().clone(), caches)
+
+
+def _errors(ours: Run, reference: Run) -> tuple[float, float]:
+    """(relative error of the next logits, the worst relative error of a cache tensor) of ours against reference."""
+    caches = max(relative_error(a, b) for a, b in zip(ours.caches, reference.caches, strict=True))
+    return relative_error(ours.logits, reference.logits), caches
 
 
 def compare(name: str, ours: Run, reference: Run, tolerance: float) -> dict:
@@ -57,8 +74,7 @@ def compare(name: str, ours: Run, reference: Run, tolerance: float) -> dict:
         (i for i, (a, b) in enumerate(zip(ours.tokens, reference.tokens, strict=True)) if a != b),
         len(ours.tokens),
     )
-    logits = relative_error(ours.logits, reference.logits)
-    caches = max(relative_error(a, b) for a, b in zip(ours.caches, reference.caches, strict=True))
+    logits, caches = _errors(ours, reference)
     passed = agree == len(reference.tokens) and logits <= tolerance and caches <= tolerance
     return {
         "check": name,
@@ -67,6 +83,28 @@ def compare(name: str, ours: Run, reference: Run, tolerance: float) -> dict:
         "logits_relative_error": logits,
         "worst_cache_relative_error": caches,
         "tolerance": tolerance,
+        "summary": f"tokens {agree} of {len(reference.tokens)}, logits rel. error {logits:.2e}, worst cache "
+        f"{caches:.2e} (tolerance {tolerance:.0e})",
+    }
+
+
+def against_reference(name: str, ours: Run, peer: Run, reference: Run) -> dict:
+    """ours and peer ran the same tokens as reference: ours passes when its logits and caches are at most
+    BACKEND_MARGIN times as far from reference as peer's (or within FP32_FLOOR)."""
+    logits, caches = _errors(ours, reference)
+    peer_logits, peer_caches = _errors(peer, reference)
+    logits_limit = max(BACKEND_MARGIN * peer_logits, FP32_FLOOR)
+    caches_limit = max(BACKEND_MARGIN * peer_caches, FP32_FLOOR)
+    return {
+        "check": name,
+        "passed": logits <= logits_limit and caches <= caches_limit,
+        "logits_relative_error": logits,
+        "worst_cache_relative_error": caches,
+        "peer_logits_relative_error": peer_logits,
+        "peer_worst_cache_relative_error": peer_caches,
+        "summary": f"logits rel. error {logits:.2e} (allowed {logits_limit:.2e}), worst cache {caches:.2e} "
+        f"(allowed {caches_limit:.2e}); the torch reference at Triton's precision: {peer_logits:.2e} and "
+        f"{peer_caches:.2e}",
     }
 
 
@@ -87,6 +125,7 @@ def run(out_dir: str | Path | None = None, *, shapes: str = "2b", context: int =
         )
         graph = Engine.load(tmp, replace(options, cuda_graph=True))
         eager = Engine.load(tmp, replace(options, cuda_graph=False))
+        fp32 = Engine.load(tmp, replace(options, cuda_graph=False, dtype="float32"))
     prompt = torch.randint(0, config["vocab_size"], (context,), generator=torch.Generator().manual_seed(2))
     prompt = prompt.tolist()
 
@@ -96,12 +135,18 @@ def run(out_dir: str | Path | None = None, *, shapes: str = "2b", context: int =
         triton_eager = decode(eager, prompt, new_tokens)
         triton_graph = decode(graph, prompt, new_tokens)
         kernels.set_backend("torch")
-        torch_eager = decode(eager, prompt, new_tokens)
+        torch_eager = decode(eager, prompt, new_tokens, forced=triton_eager.tokens)
+        reference = decode(fp32, prompt, new_tokens, forced=triton_eager.tokens)
     finally:
         kernels.set_backend(previous)
     results = [
         compare("graph replay vs eager (Triton)", triton_graph, triton_eager, GRAPH_TOLERANCE),
-        compare("Triton vs torch backend (eager)", triton_eager, torch_eager, BACKEND_TOLERANCE),
+        against_reference(
+            "Triton against the torch reference in fp32 (eager, the same tokens)",
+            triton_eager,
+            torch_eager,
+            reference,
+        ),
     ]
     report = {
         "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
@@ -124,11 +169,7 @@ def render(report: dict) -> str:
         f"+ {report['new_tokens']} greedy steps; decode graph captured: {report['graph_captured']}"
     ]
     for c in report["checks"]:
-        lines.append(
-            f"{'passed' if c['passed'] else 'FAILED'}: {c['check']}: tokens {c['tokens_agreeing']}, "
-            f"logits rel. error {c['logits_relative_error']:.2e}, worst cache {c['worst_cache_relative_error']:.2e} "
-            f"(tolerance {c['tolerance']:.0e})"
-        )
+        lines.append(f"{'passed' if c['passed'] else 'FAILED'}: {c['check']}: {c['summary']}")
     return "\n".join(lines)
 
 

@@ -117,6 +117,9 @@ SLOW = {
     ),
     "tests/faults/test_endpoint_faults.py": SUBPROCESS_SERVERS,
     "tests/faults/test_hangups.py": SUBPROCESS_SERVERS,
+    "tests/benchmarks/test_gpu_checks.py::test_the_checks_pass_on_a_cpu_at_tiny_shapes": (
+        "three tiny engines' prefill and decode, one through the Triton interpreter"
+    ),
     "tests/server/test_audit_log.py::test_sixteen_clients_at_once_lose_no_line_and_interleave_none": (
         SUBPROCESS_SERVERS
     ),
