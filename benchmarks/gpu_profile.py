@@ -4,11 +4,13 @@
 eager greedy decode steps, whose kernels take the time they take inside the captured graph, and one agent turn
 (append a 400-token tool result, then the first new token); it prints, per phase, the wall time, the time the
 device was busy and the kernels that took the most of it, and writes gpu_profile.json. On a CPU (`--shapes
-tiny`) the same code profiles the CPU ops instead, to check the script.
+tiny`) the same code profiles the CPU ops instead, to check the script. Then, without the profiler, the wall time per
+token of decoding through the replayed step in one call and in the serving scheduler's chunks, greedy and sampled.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from collections import defaultdict
@@ -19,11 +21,21 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from benchmarks.model_decode import GREEDY, SHAPES, TOOL_RESULT_TOKENS, build_checkpoint, timed
-from model.engine import Engine
+from model.engine import Engine, Session, Snapshot
 from model.engine_options import EngineOptions
+from model.sampling_params import SamplingParams
+from model.serving.scheduler import DECODE_CHUNK_TOKENS
 
 STEPS = 16
 TOP = 15
+REPLAYED_TOKENS = 128
+# Decoding through the captured step as one call, and in the chunks that the serving scheduler decodes between two
+# looks at its callers, greedy and with the trained sampling settings (SamplingParams' defaults).
+REPLAYED = (
+    ("greedy, one call", REPLAYED_TOKENS, GREEDY),
+    (f"greedy, calls of {DECODE_CHUNK_TOKENS}", DECODE_CHUNK_TOKENS, GREEDY),
+    (f"sampled, calls of {DECODE_CHUNK_TOKENS}", DECODE_CHUNK_TOKENS, SamplingParams(seed=0)),
+)
 
 
 def _kernel_table(prof, device: torch.device, units: int) -> tuple[float, list[dict]]:
@@ -57,6 +69,22 @@ def _profiled(device: torch.device, work, units: int) -> dict:
         seconds, _ = timed(device, work)
     busy_us, kernels = _kernel_table(prof, device, units)
     return {"wall_us": round(seconds * 1e6 / units, 1), "busy_us": round(busy_us, 1), "kernels": kernels}
+
+
+def _ms_per_token(
+    device: torch.device, session: Session, mark: Snapshot, chunk: int, sampling: SamplingParams
+) -> float:
+    """Wall milliseconds per token of REPLAYED_TOKENS decoded from mark in generate() calls of chunk tokens."""
+    session.restore(mark)
+    session.generate(chunk + 1, sampling, stop_ids=set())  # captures the step of this sampling mode
+    session.restore(mark)
+
+    def work() -> None:
+        for _ in range(REPLAYED_TOKENS // chunk):
+            session.generate(chunk, sampling, stop_ids=set())
+
+    seconds, _ = timed(device, work)
+    return round(seconds * 1000 / REPLAYED_TOKENS, 3)
 
 
 def run(out_dir: str | Path | None = None, *, context: int = 4096, shapes: str = "2b") -> dict:
@@ -95,6 +123,13 @@ def run(out_dir: str | Path | None = None, *, context: int = 4096, shapes: str =
     report["agent_turn"] = _profiled(
         device, lambda: (session.append(tool_result), session.generate(1, GREEDY, stop_ids=set())), 1
     )
+    replaying = Engine(engine.model, engine.tokenizer, dataclasses.replace(engine.options, cuda_graph=True))
+    session = replaying.new_session(max_tokens=engine.max_context)
+    session.append(prompt)
+    at_prompt = session.snapshot()
+    report["replayed_ms_per_token"] = {
+        name: _ms_per_token(device, session, at_prompt, chunk, sampling) for name, chunk, sampling in REPLAYED
+    }
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "gpu_profile.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -110,6 +145,8 @@ def render(report: dict) -> str:
             f"  {k['us_per_unit']:>9} us {k['share']:>6.1%} x{k['calls_per_unit']:<6} {k['kernel']}"
             for k in part["kernels"]
         ]
+    lines.append("decoding through the replayed step, ms per token:")
+    lines += [f"  {name}: {ms}" for name, ms in report["replayed_ms_per_token"].items()]
     return "\n".join(lines)
 
 
