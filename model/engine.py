@@ -334,14 +334,19 @@ class Session(SpeculativeDecoding):
         limits = max_new_tokens if isinstance(max_new_tokens, list) else [max_new_tokens] * len(rows)
         if len(limits) != len(rows):
             raise ValueError(f"max_new_tokens lists {len(limits)} limits for {len(rows)} rows")
-        if any(self._pending[r] for r in rows):
+        decoder = None if self.engine.speculates else self._decoder()
+        # A captured step runs each row's pending token as the call's first step: run apart, it would be an eager
+        # forward pass, several replayed steps' time on a GPU, once per call (the scheduler calls every 16 tokens).
+        in_step = decoder is not None and decoder.captured and all(len(self._pending[r]) == 1 for r in rows)
+        if not in_step and any(self._pending[r] for r in rows):
             self.append([[] for _ in range(self.batch_size)] if self.batch_size > 1 else [])
         for r in rows:
             if self._processed[r] == 0:
                 raise ValueError(f"row {r} is empty: append a prompt before generate()")
         limit_per_row = [0] * self.batch_size
         for r, limit in zip(rows, limits, strict=True):
-            limit_per_row[r] = max(0, min(limit, self.max_tokens - self._processed[r]))
+            room = self.max_tokens - self._processed[r] - len(self._pending[r])
+            limit_per_row[r] = max(0, min(limit, room))
         if max(limit_per_row) == 0:
             return [[] for _ in rows]
         if forced is not None and not self.engine.speculates:
@@ -350,7 +355,6 @@ class Session(SpeculativeDecoding):
             replay = None if forced is None else dict(zip(rows, forced, strict=True))
             return self._speculate(rows, limit_per_row, sampling, set(stop_ids), replay)
         stop = sorted(stop_ids) or [-1]
-        decoder = self._decoder()
         with decoder.lock:
             try:
                 step = decoder.step(sampling, stop_width(len(stop)))
@@ -360,7 +364,10 @@ class Session(SpeculativeDecoding):
                 self.engine.stop_capturing(error)
                 decoder.capture = None  # this call still decodes, eagerly, in the dropped workspace
                 step = decoder.step(sampling, stop_width(len(stop)))
-            return self._decode(rows, limit_per_row, sampling, stop, decoder, step)
+                if in_step:
+                    self.append([[] for _ in range(self.batch_size)] if self.batch_size > 1 else [])
+                    in_step = False
+            return self._decode(rows, limit_per_row, sampling, stop, decoder, step, in_step)
 
     def _decode(
         self,
@@ -370,7 +377,10 @@ class Session(SpeculativeDecoding):
         stop: list[int],
         decoder: Decoder,
         step: DecodeStep,
+        pending_in_step: bool,
     ) -> list[list[int]]:
+        """Decode in decoder's buffers; pending_in_step: every row asked for has one pending token, which the
+        first step runs (sampling the call's first token) in place of an append."""
         device = self.engine.device
         shared = decoder.cache is not self.cache
         longest = max(self._processed)
@@ -388,18 +398,24 @@ class Session(SpeculativeDecoding):
         decoder.limit.copy_(torch.tensor(limit_per_row, device=device))
         decoder.start.copy_(torch.tensor(self._processed, device=device))
         selected = decoder.limit > 0
-        first = sample(
-            self._last_logits, sampling, noise, temperature=decoder.temperature, top_p=decoder.top_p
-        )
-        decoder.tokens.copy_(first)
-        decoder.out[:, 0] = first
-        decoder.generated.copy_(selected.long())
-        decoder.active.copy_(selected & ~is_stop(first, step.stop) & (decoder.generated < decoder.limit))
-        for done in range(1, max(limit_per_row)):
-            if noise is not None:
+        if pending_in_step:
+            pending = [row[0] if row else 0 for row in self._pending]
+            decoder.tokens.copy_(torch.tensor(pending, dtype=torch.long, device=device))
+            decoder.generated.zero_()
+            decoder.active.copy_(selected)
+        else:
+            first = sample(
+                self._last_logits, sampling, noise, temperature=decoder.temperature, top_p=decoder.top_p
+            )
+            decoder.tokens.copy_(first)
+            decoder.out[:, 0] = first
+            decoder.generated.copy_(selected.long())
+            decoder.active.copy_(selected & ~is_stop(first, step.stop) & (decoder.generated < decoder.limit))
+        for done in range(0 if pending_in_step else 1, max(limit_per_row)):
+            if noise is not None and done > 0:  # the noise drawn above serves the call's first token
                 draw_noise(noise, generator)
-            step.run(longest + done)
-            if done % self.engine.sync_every == 0 and not bool(decoder.active.any()):
+            step.run(longest + done + int(pending_in_step))
+            if done and done % self.engine.sync_every == 0 and not bool(decoder.active.any()):
                 break
         generated = decoder.generated.tolist()
         starts = decoder.start.tolist()

@@ -120,6 +120,31 @@ def test_ragged_batch_and_rows_sitting_out(pair):
     assert_same_state(*sessions)
 
 
+@pytest.mark.parametrize("sampling", [GREEDY, NUCLEUS], ids=["greedy", "nucleus"])
+def test_calls_after_the_first_run_their_pending_token_in_the_captured_step(pair, monkeypatch, sampling):
+    """A generation in calls of a few tokens, as the serving scheduler makes: no eager one-token pass between
+    the calls, and the tokens and state of the eager engine's same calls, rows asked for in turn."""
+    captured, eager, _ = pair
+    prompts = [_prompt(eager, 13, seed=7), _prompt(eager, 20, seed=8)]
+    sessions = []
+    for engine in (captured, eager):
+        session = engine.new_session(2)
+        session.append(prompts)
+        sessions.append(session)
+    eager_steps = []
+    step_rows = type(sessions[0])._step_rows
+    monkeypatch.setattr(
+        type(sessions[0]),
+        "_step_rows",
+        lambda self, *args: (eager_steps.append(self), step_rows(self, *args))[1],
+    )
+    for limits, rows in (([3, 3], [0, 1]), ([4], [1]), ([2, 5], [0, 1]), ([3], [0])):
+        got, want = (session.generate(limits, sampling, stop_ids=set(), rows=rows) for session in sessions)
+        assert got == want
+    assert sessions[0] not in eager_steps
+    assert_same_state(*sessions)
+
+
 def test_one_capture_per_batch_size_and_sampling_mode(pair):
     captured, eager, capture = pair
     for question in range(3):
