@@ -12,7 +12,8 @@ DEVICES = ("cpu", "cuda")
 DTYPES = ("bfloat16", "float32")
 QUANTIZATIONS = ("int8", "int4")
 # auto: drafts from the context unless the decode steps are captured (CUDA graphs on a GPU) or compiled
-# (--compile on a CPU): verify passes are neither yet, and would lose the faster steps.
+# (--compile on a CPU): captured verify passes decoded replayed episodes at 0.62-1.13x the replayed steps on an
+# H200, and no verify pass is compiled.
 SPECULATION = ("auto", "ngram", "mtp", "off")
 MAX_DRAFT_TOKENS = 8  # the longest draft a verify pass may check
 
