@@ -1,8 +1,8 @@
 """Where a decode step's and an agent turn's device time goes, kernel by kernel, at Qwen3.5-2B shapes (random weights).
 
 `python -m benchmarks.gpu_profile [--out DIR] [--context 4096] [--shapes 2b|tiny]` profiles (torch.profiler)
-eager greedy decode steps, whose kernels take the time they take inside the captured graph, and one agent turn
-(append a 400-token tool result, then the first new token); it prints, per phase, the wall time, the time the
+eager greedy decode steps, whose kernels take the time they take inside the captured graph, one agent turn
+(append a 400-token tool result, then the first new token) and one verify pass of 5 tokens; it prints, per phase, the wall time, the time the
 device was busy and the kernels that took the most of it, and writes gpu_profile.json. On a CPU (`--shapes
 tiny`) the same code profiles the CPU ops instead, to check the script. Then, without the profiler, the wall time per
 token of decoding through the replayed step in one call and in the serving scheduler's chunks, greedy and sampled.
@@ -21,6 +21,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from benchmarks.model_decode import GREEDY, SHAPES, TOOL_RESULT_TOKENS, build_checkpoint, timed
+from model.cache import StateTrail
 from model.engine import Engine, Session, Snapshot
 from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
@@ -29,6 +30,7 @@ from model.serving.scheduler import DECODE_CHUNK_TOKENS
 STEPS = 16
 TOP = 15
 REPLAYED_TOKENS = 128
+VERIFY_WIDTH = 5  # the pending token and a draft of 4, speculation's default
 # Decoding through the captured step as one call, and in the chunks that the serving scheduler decodes between two
 # looks at its callers, greedy and with the trained sampling settings (SamplingParams' defaults).
 REPLAYED = (
@@ -69,6 +71,24 @@ def _profiled(device: torch.device, work, units: int) -> dict:
         seconds, _ = timed(device, work)
     busy_us, kernels = _kernel_table(prof, device, units)
     return {"wall_us": round(seconds * 1e6 / units, 1), "busy_us": round(busy_us, 1), "kernels": kernels}
+
+
+def _verify_pass(engine: Engine, session: Session):
+    """A verify pass of VERIFY_WIDTH tokens in the session's row as the captured pass runs it (each position over
+    the whole cache under its mask, the GDN states after each token kept): the function that runs it."""
+    device = engine.device
+    width = VERIFY_WIDTH
+    trail = StateTrail(engine.config, 1, width, device, engine.dtype).resize(width)
+    tokens = torch.full((1, width), 7, device=device)
+    start = torch.tensor(session.processed_lengths, device=device)
+    active = torch.ones(1, dtype=torch.bool, device=device)
+    bounds = [session.cache.max_tokens] * width
+
+    def verify() -> None:
+        engine.model.forward(tokens, start, session.cache, active=active, trail=trail, step_bounds=bounds)
+
+    verify()  # compiles the kernels of a T-token step
+    return verify
 
 
 def _ms_per_token(
@@ -123,6 +143,8 @@ def run(out_dir: str | Path | None = None, *, context: int = 4096, shapes: str =
     report["agent_turn"] = _profiled(
         device, lambda: (session.append(tool_result), session.generate(1, GREEDY, stop_ids=set())), 1
     )
+    session.restore(at_prompt)
+    report["verify_pass"] = _profiled(device, _verify_pass(engine, session), 1)
     replaying = Engine(engine.model, engine.tokenizer, dataclasses.replace(engine.options, cuda_graph=True))
     session = replaying.new_session(max_tokens=engine.max_context)
     session.append(prompt)
@@ -138,7 +160,7 @@ def run(out_dir: str | Path | None = None, *, context: int = 4096, shapes: str =
 
 def render(report: dict) -> str:
     lines = [f"{report['device']}, {report['shapes']} shapes, {report['context']} tokens of context, eager"]
-    for phase in ("decode_step", "agent_turn"):
+    for phase in ("decode_step", "agent_turn", "verify_pass"):
         part = report[phase]
         lines.append(f"{phase}: wall {part['wall_us']} us, device busy {part['busy_us']} us")
         lines += [

@@ -1,6 +1,6 @@
 """One command for a GPU machine: kernel tests in bf16 and fp32, kernel benchmarks, the checks only a GPU can
 make (graph replay vs eager, Triton vs torch at real shapes), a whole ask episode on a random checkpoint of the
-real size, end-to-end decode, speculative decoding, and a kernel-by-kernel profile of a decode step.
+real size, end-to-end decode, speculative decoding, and a kernel-by-kernel profile of the engine's passes.
 
 `python -m benchmarks.gpu_suite --out DIR` writes summary.md, kernels.csv, kernels.png, kernel_tests.log,
 gpu_checks.log/.json, gpu_ask.log/.json, model_decode.log/.json, speculative.log/.json and gpu_profile.log/.json
@@ -184,7 +184,7 @@ def build_parser() -> configargparse.ArgumentParser:
         type=float,
         default=90.0,
         env_var="SQLSCOUT_GPU_SUITE_PROFILE_TIMEOUT",
-        help="seconds for the kernel-by-kernel profile of a decode step and an agent turn",
+        help="seconds for the kernel-by-kernel profile of a decode step, an agent turn and a verify pass",
     )
     parser.add_argument(
         "--budget",
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             speculative,
             "",
-            f"## Where a decode step's and an agent turn's device time goes ({PROFILE_MODULE})",
+            f"## Where a decode step's, an agent turn's and a verify pass's device time goes ({PROFILE_MODULE})",
             "",
             profile,
             "",

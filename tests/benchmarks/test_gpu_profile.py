@@ -11,7 +11,7 @@ from benchmarks import gpu_profile
 def test_each_phase_ranks_the_work_that_took_its_time(tmp_path):
     report = gpu_profile.run(tmp_path, context=48, shapes="tiny")
     assert json.loads((tmp_path / "gpu_profile.json").read_text()) == report
-    for phase in ("decode_step", "agent_turn"):
+    for phase in ("decode_step", "agent_turn", "verify_pass"):
         part = report[phase]
         times = [k["us_per_unit"] for k in part["kernels"]]
         assert 0 < part["busy_us"] <= part["wall_us"], phase
