@@ -5,7 +5,8 @@ eager greedy decode steps, whose kernels take the time they take inside the capt
 (append a 400-token tool result, then the first new token) and one verify pass of 5 tokens; it prints, per phase, the wall time, the time the
 device was busy and the kernels that took the most of it, and writes gpu_profile.json. On a CPU (`--shapes
 tiny`) the same code profiles the CPU ops instead, to check the script. Then, without the profiler, the wall time per
-token of decoding through the replayed step in one call and in the serving scheduler's chunks, greedy and sampled.
+token of decoding through the replayed step in one call and in the serving scheduler's chunks, greedy and sampled,
+and through the batch scheduler itself, as the agent decodes.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from model.cache import StateTrail
 from model.engine import Engine, Session, Snapshot
 from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
-from model.serving.scheduler import DECODE_CHUNK_TOKENS
+from model.serving.conversation import Conversation
+from model.serving.scheduler import DECODE_CHUNK_TOKENS, BatchScheduler
+from model.serving.shared_prefix import SharedPrefix
 
 STEPS = 16
 TOP = 15
@@ -107,6 +110,22 @@ def _ms_per_token(
     return round(seconds * 1000 / REPLAYED_TOKENS, 3)
 
 
+def _scheduler_ms_per_token(engine: Engine, prompt: list[int]) -> float:
+    """Wall milliseconds per token of REPLAYED_TOKENS sampled for one conversation of the batch scheduler, the
+    agent's path to the engine (its thread decodes in calls of DECODE_CHUNK_TOKENS)."""
+    scheduler = BatchScheduler(engine, SharedPrefix(engine, []), max_rows=1)
+    conversation = Conversation(scheduler, prompt, 1, len(prompt) + 2 * REPLAYED_TOKENS + 8)
+    sampling = SamplingParams(seed=0)
+    try:
+        conversation.generate([0], [DECODE_CHUNK_TOKENS], sampling, set())  # admits, prefills, captures
+        seconds, _ = timed(
+            engine.device, lambda: conversation.generate([0], [REPLAYED_TOKENS], sampling, set())
+        )
+    finally:
+        conversation.close()
+    return round(seconds * 1000 / REPLAYED_TOKENS, 3)
+
+
 def run(out_dir: str | Path | None = None, *, context: int = 4096, shapes: str = "2b") -> dict:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
@@ -152,6 +171,9 @@ def run(out_dir: str | Path | None = None, *, context: int = 4096, shapes: str =
     report["replayed_ms_per_token"] = {
         name: _ms_per_token(device, session, at_prompt, chunk, sampling) for name, chunk, sampling in REPLAYED
     }
+    report["replayed_ms_per_token"]["sampled, through the batch scheduler"] = _scheduler_ms_per_token(
+        replaying, prompt
+    )
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "gpu_profile.json").write_text(json.dumps(report, indent=2) + "\n")

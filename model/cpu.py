@@ -1,5 +1,5 @@
 """What this machine's CPU offers the engine (native bf16 arithmetic, physical cores) and the defaults drawn from
-it: the activations' dtype and torch's thread count."""
+it: the activations' dtype and torch's thread count; and running parallel work where it leaves no OpenMP team."""
 
 from __future__ import annotations
 
@@ -7,11 +7,15 @@ import logging
 import os
 import platform
 import subprocess
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 ARM_MACHINES = ("arm64", "aarch64")
 SYSFS_CPUS = Path("/sys/devices/system/cpu")
@@ -97,3 +101,16 @@ def set_cpu_threads(threads: int | None) -> int:
     count = torch.get_num_threads()
     log.info("running on %d CPU thread%s (--threads overrides)", count, "" if count == 1 else "s")
     return count
+
+
+def on_a_thread_of_its_own(work: Callable[[], T]) -> T:
+    """work()'s result (or its exception), run on a thread that ends when it returns.
+
+    libgomp keeps an OpenMP team for every thread that has run a parallel region, until the thread ends, and once
+    the teams' threads outnumber the cores it stops letting idle workers spin: every parallel region of another
+    thread then waits for its workers to wake, about 50 us more a region on 2 cores. Loaded on the main thread,
+    an engine that decodes on the serving scheduler's thread lost a fifth of its int4 decode speed (14.4 against
+    18.2 tokens/s with 2 threads). Work run here leaves no team behind.
+    """
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlscout-cpu-work") as pool:
+        return pool.submit(work).result()

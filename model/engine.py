@@ -12,7 +12,7 @@ import torch
 from kernels import cpu as cpu_kernels
 from model.cache import ModelCache, StateTrail
 from model.config import Qwen35Config
-from model.cpu import chosen_dtype, set_cpu_threads
+from model.cpu import chosen_dtype, on_a_thread_of_its_own, set_cpu_threads
 from model.cuda_graph import CudaGraphCapture, StepCapture
 from model.decode_step import is_stop
 from model.decoder import Decoder, DecodeStep, stop_width
@@ -107,22 +107,38 @@ class Engine:
         if options.compile and cache_dir is not None:
             # Inductor keeps its compiled graphs there, so a later run skips most of the compile.
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir / COMPILE_CACHE))
-        weights = load_weights(
-            path, config, device, dtype, options.quantize, cache_dir and cache_dir / QUANTIZED_CACHE
-        )
-        if options.speculate == "mtp":
-            weights.update(
-                load_draft_head(options.draft_head or path, config, device, dtype, options.quantize)
+
+        def weights_of_the_model() -> dict:
+            weights = load_weights(
+                path, config, device, dtype, options.quantize, cache_dir and cache_dir / QUANTIZED_CACHE
             )
+            if options.speculate == "mtp":
+                weights.update(
+                    load_draft_head(options.draft_head or path, config, device, dtype, options.quantize)
+                )
+            return weights
+
+        # Quantizing and copying the weights runs parallel regions: on the calling thread (the main one, in the
+        # server) they would leave an OpenMP team that slows the scheduler thread's decoding.
+        weights = (
+            on_a_thread_of_its_own(weights_of_the_model) if device.type == "cpu" else weights_of_the_model()
+        )
         tokenizer = Tokenizer.from_model_dir(path)
         return cls(Qwen35Model(config, weights), tokenizer, options)
 
     def warm_up(self, sampling: SamplingParams) -> None:
         """Run one decode step in sampling's mode on a scratch row, so that compiling the step (options.compile)
-        happens now rather than in the first request."""
-        session = self.new_session(1, max_tokens=4)
-        session.append([0])
-        session.generate(2, sampling, stop_ids=set())  # n tokens run n - 1 decode steps
+        happens now rather than in the first request; on a CPU on a thread of its own, as the load's work."""
+
+        def step() -> None:
+            session = self.new_session(1, max_tokens=4)
+            session.append([0])
+            session.generate(2, sampling, stop_ids=set())  # n tokens run n - 1 decode steps
+
+        if self.device.type == "cpu":
+            on_a_thread_of_its_own(step)
+        else:
+            step()
 
     def new_session(self, batch_size: int = 1, max_tokens: int | None = None) -> Session:
         """A session of batch_size empty rows, each holding up to max_tokens (default max_context) tokens."""
