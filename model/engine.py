@@ -444,7 +444,8 @@ class Session(SpeculativeDecoding):
             tokens = outputs[r, : generated[r]].tolist()
             self.processed_tokens += starts[r] - self._processed[r]
             self._processed[r] = starts[r]
-            self._pending[r] = tokens[-1:]
+            if tokens:  # a row that got no token keeps the one it may have pending
+                self._pending[r] = tokens[-1:]
             result.append(tokens)
         return result
 

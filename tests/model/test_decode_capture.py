@@ -145,6 +145,19 @@ def test_calls_after_the_first_run_their_pending_token_in_the_captured_step(pair
     assert_same_state(*sessions)
 
 
+def test_a_full_row_asked_for_more_keeps_its_pending_token(pair):
+    captured, eager, _ = pair
+    sessions = [engine.new_session(2, max_tokens=12) for engine in (captured, eager)]
+    for session in sessions:
+        session.append([_prompt(eager, 5, seed=1), _prompt(eager, 5, seed=2)])
+        session.generate([7, 3], GREEDY, stop_ids=set())
+    assert sessions[0].lengths == [12, 8]
+    # Row 0 is full: it gets no token, while row 1 runs its pending token in the captured step.
+    got, want = (session.generate([2, 2], GREEDY, stop_ids=set()) for session in sessions)
+    assert got == want and got[0] == [] and len(got[1]) == 2
+    assert sessions[0].lengths == sessions[1].lengths == [12, 10]
+
+
 def test_one_capture_per_batch_size_and_sampling_mode(pair):
     captured, eager, capture = pair
     for question in range(3):
