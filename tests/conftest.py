@@ -117,6 +117,9 @@ SLOW = {
     ),
     "tests/faults/test_endpoint_faults.py": SUBPROCESS_SERVERS,
     "tests/faults/test_hangups.py": SUBPROCESS_SERVERS,
+    "tests/benchmarks/test_gpu_machine_imports.py::test_the_profile_and_the_checks_run_without_the_server_packages": (
+        "two benchmarks in subprocesses, the checks through the Triton interpreter"
+    ),
     "tests/benchmarks/test_gpu_checks.py::test_the_checks_pass_on_a_cpu_at_tiny_shapes": (
         "three tiny engines' prefill and decode, one through the Triton interpreter"
     ),

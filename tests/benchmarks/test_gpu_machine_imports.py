@@ -115,3 +115,23 @@ def test_the_speculative_benchmark_runs_without_the_server_packages(gpu_machine_
     assert 0 < episode["accepted_per_pass"] <= 2
     assert set(report["verify_cost"]) >= {"step_ms", "verify_8_vs_step"}
     assert report["random_text"]["tokens"] == 160
+
+
+@pytest.mark.parametrize(
+    ("module", "report"),
+    [("benchmarks.gpu_profile", "gpu_profile.json"), ("benchmarks.gpu_checks", "gpu_checks.json")],
+)
+def test_the_profile_and_the_checks_run_without_the_server_packages(
+    gpu_machine_site, tmp_path, module, report
+):
+    """The suite's profile and checks steps at tiny shapes, with the GPU machine's packages only."""
+    out = tmp_path / "out"
+    argv = [module, "--shapes", "tiny", "--context", "24", "--out", str(out)]
+    probe = (
+        "import runpy, sys\n"
+        f"sys.argv = {argv!r}\n"
+        f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    )
+    done = run_there(gpu_machine_site, probe, tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert json.loads((out / report).read_text())["shapes"] == "tiny"
