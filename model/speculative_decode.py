@@ -2,7 +2,8 @@
 the draft head), runs one verify pass over every running row's pending token and draft (ragged, padded to the
 longest), keeps each row's state after its last accepted token, or runs one plain step when no row has a
 draft. Drafts are cut to what pays on this machine and text (model.draft_budget). Every emitted token is the one
-plain decoding emits (see model.speculative)."""
+plain decoding emits (see model.speculative). Where the engine captures its steps, the passes are replayed graphs
+over its shared workspace (model.verify_steps), as plain decoding's steps are."""
 
 from __future__ import annotations
 
