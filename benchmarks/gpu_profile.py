@@ -1,12 +1,12 @@
-"""Where a decode step's and an agent turn's device time goes, kernel by kernel, at Qwen3.5-2B shapes (random weights).
+"""Where the engine's device time goes, kernel by kernel, at Qwen3.5-2B shapes (random weights).
 
 `python -m benchmarks.gpu_profile [--out DIR] [--context 4096] [--shapes 2b|tiny]` profiles (torch.profiler)
 eager greedy decode steps, whose kernels take the time they take inside the captured graph, one agent turn
-(append a 400-token tool result, then the first new token) and one verify pass of 5 tokens; it prints, per phase, the wall time, the time the
-device was busy and the kernels that took the most of it, and writes gpu_profile.json. On a CPU (`--shapes
-tiny`) the same code profiles the CPU ops instead, to check the script. Then, without the profiler, the wall time per
-token of decoding through the replayed step in one call and in the serving scheduler's chunks, greedy and sampled,
-and through the batch scheduler itself, as the agent decodes.
+(append a 400-token tool result, then the first new token) and one verify pass of 5 tokens; it prints, per
+phase, the wall time, the time the device was busy and the kernels that took the most of it. Then, without the
+profiler, the wall time per token of decoding through the replayed step in one call and in the serving
+scheduler's chunks, greedy and sampled, and through the batch scheduler itself, as the agent decodes. Writes
+gpu_profile.json. On a CPU (`--shapes tiny`) the same code profiles the CPU ops instead, to check the script.
 """
 
 from __future__ import annotations
