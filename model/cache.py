@@ -132,15 +132,21 @@ class StateTrail:
         ]
         self.conv: list[torch.Tensor] = []
         self.recurrent: list[torch.Tensor] = []
+        # The views for each pass width, made once: a verify pass resizes every round.
+        self._views: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
 
     def resize(self, tokens: int) -> StateTrail:
         """View the storage as trails of `tokens` tokens (at most the max_tokens allocated)."""
-        conv_shape, state_shape = (
-            (self.batch, tokens, *self._conv_shape),
-            (self.batch, tokens, *self._state_shape),
-        )
-        self.conv = [flat[: math.prod(conv_shape)].view(conv_shape) for flat in self._conv]
-        self.recurrent = [flat[: math.prod(state_shape)].view(state_shape) for flat in self._recurrent]
+        if tokens not in self._views:
+            conv_shape, state_shape = (
+                (self.batch, tokens, *self._conv_shape),
+                (self.batch, tokens, *self._state_shape),
+            )
+            self._views[tokens] = (
+                [flat[: math.prod(conv_shape)].view(conv_shape) for flat in self._conv],
+                [flat[: math.prod(state_shape)].view(state_shape) for flat in self._recurrent],
+            )
+        self.conv, self.recurrent = self._views[tokens]
         return self
 
     def keep_(self, cache: ModelCache, rows: list[int], kept: list[int]) -> None:
