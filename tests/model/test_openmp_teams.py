@@ -6,6 +6,7 @@ by its workers for as long as its thread lives."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -49,7 +50,8 @@ def test_loading_and_warming_up_leave_no_team_on_the_calling_thread(checkpoint_d
     done = subprocess.run(
         [sys.executable, "-c", PROBE, str(checkpoint_dirs["text_tied"])],
         cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "2", "PYTHONPATH": str(ROOT)},
+        # Two threads whatever share of the cores this worker has: with one, no team would have a worker to count.
+        env={**os.environ, "OMP_NUM_THREADS": "2", "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=300,
