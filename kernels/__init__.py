@@ -1,5 +1,6 @@
 """Kernel entry points of the Qwen3.5 forward pass: Triton on CUDA tensors; on the CPU, the C++ kernels (kernels/cpu)
-for RMSNorm and for a decode token's attention and Gated DeltaNet layer, the torch reference for the rest.
+for RMSNorm, SwiGLU, an attention layer's inputs and a decode token's attention and Gated DeltaNet layer, the torch
+reference for the rest.
 
 Force either with `set_backend("triton" | "torch" | "auto")` or the environment variable SQLSCOUT_KERNELS.
 """
@@ -27,6 +28,7 @@ from kernels.reference import swiglu as _swiglu_ref
 
 __all__ = [
     "attention",
+    "attention_inputs",
     "causal_conv1d",
     "gated_delta_net",
     "gated_delta_rule",
@@ -86,6 +88,10 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
         from kernels.ops.swiglu import swiglu_triton
 
         return swiglu_triton(gate, up)
+    if gate.device.type == "cpu" and up.dtype == gate.dtype and (compiled := cpu_kernels.ops()):
+        # Rows of the projection's halves stay where they are: [..., n] views as [rows, n] with their stride.
+        width = gate.shape[-1]
+        return compiled.swiglu_rows(gate.reshape(-1, width), up.reshape(-1, width)).view(gate.shape)
     return _swiglu_ref.swiglu(gate, up)
 
 
@@ -103,6 +109,58 @@ def rotary_embedding(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.T
 
         return rotary_embedding_triton(x, positions, inv_freq)
     return _rotary_ref.rotary_embedding(x, positions, inv_freq)
+
+
+def attention_inputs(
+    projected: torch.Tensor,
+    q_norm: torch.Tensor,
+    k_norm: torch.Tensor,
+    eps: float,
+    positions: torch.Tensor,
+    inv_freq: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A gated attention layer's inputs from its QKV projection's output projected [B, T, Hq * 2D + 2 * Hkv * D]
+    (each query head followed by its output gate, then the keys, then the values): returns the queries, RMS-normed
+    by q_norm and rotated at positions [B, T], and the gates, both [B, T, Hq, D]; the keys, normed by k_norm and
+    rotated, and the values are written into the caches [B, Hkv, S, D] at positions."""
+    check_float("projected", projected)
+    check_ndim("projected", projected, 3, "[B, T, P]")
+    check_ndim("k_cache", k_cache, 4, "[B, Hkv, S, D]")
+    batch, length, width = projected.shape
+    kv_heads, dim = k_cache.shape[1], k_cache.shape[3]
+    check_shape("q_norm", q_norm, (dim,), "[D]")
+    check_shape("k_norm", k_norm, (dim,), "[D]")
+    check_shape("v_cache", v_cache, tuple(k_cache.shape), "k_cache.shape")
+    check_shape("positions", positions, (batch, length), "[B, T]")
+    q_width = width - 2 * kv_heads * dim
+    if q_width <= 0 or q_width % (2 * dim):
+        raise ValueError(f"projected has {width} values a token: not Hq * 2D + 2 * Hkv * D with D={dim}")
+    q_heads = q_width // (2 * dim)
+    if (
+        projected.device.type == "cpu"
+        and q_norm.dtype == k_norm.dtype == k_cache.dtype == v_cache.dtype == projected.dtype
+        and (compiled := cpu_kernels.ops())
+    ):
+        return compiled.attention_inputs(
+            projected.contiguous(),
+            q_norm.contiguous(),
+            k_norm.contiguous(),
+            eps,
+            positions.to(dtype=torch.long).contiguous(),
+            inv_freq.float().contiguous(),
+            k_cache,
+            v_cache,
+        )
+    query_gate, key, value = projected.split((q_width, kv_heads * dim, kv_heads * dim), -1)
+    query, gate = query_gate.view(batch, length, q_heads, 2 * dim).chunk(2, dim=-1)
+    query = rotary_embedding(rms_norm(query, q_norm, eps), positions, inv_freq)
+    key = rotary_embedding(rms_norm(key.view(batch, length, kv_heads, dim), k_norm, eps), positions, inv_freq)
+    rows = torch.arange(batch, device=projected.device)[:, None]
+    k_cache[rows, :, positions] = key
+    v_cache[rows, :, positions] = value.view(batch, length, kv_heads, dim)
+    return query, gate
 
 
 def _check_attention(

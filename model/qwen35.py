@@ -237,23 +237,17 @@ class Qwen35Model:
         w = self.weights
         c = self.config
         batch, length, _ = x.shape
-        q_rows = c.num_attention_heads * c.head_dim
-        kv_rows = c.num_key_value_heads * c.head_dim
-        query_gate, key, value = linear(x, w[p + "qkv_proj.weight"]).split((2 * q_rows, kv_rows, kv_rows), -1)
-        # q_proj holds, per head, the query followed by its output gate.
-        query, gate = query_gate.view(batch, length, c.num_attention_heads, 2 * c.head_dim).chunk(2, dim=-1)
-        query = kernels.rms_norm(query, w[p + "q_norm.weight"], c.rms_norm_eps)
-        key = kernels.rms_norm(
-            key.view(batch, length, c.num_key_value_heads, c.head_dim),
+        k_cache, v_cache = kv
+        query, gate = kernels.attention_inputs(
+            linear(x, w[p + "qkv_proj.weight"]),
+            w[p + "q_norm.weight"],
             w[p + "k_norm.weight"],
             c.rms_norm_eps,
+            positions,
+            self.inv_freq,
+            k_cache,
+            v_cache,
         )
-        query = kernels.rotary_embedding(query, positions, self.inv_freq)
-        key = kernels.rotary_embedding(key, positions, self.inv_freq)
-        k_cache, v_cache = kv
-        rows = torch.arange(batch, device=x.device)[:, None]
-        k_cache[rows, :, positions] = key
-        v_cache[rows, :, positions] = value.view(batch, length, c.num_key_value_heads, c.head_dim)
         if step_bounds is None:
             out = kernels.attention(query, k_cache, v_cache, gate, start, self.attention_scale)
         else:
@@ -271,7 +265,7 @@ class Qwen35Model:
                 ],
                 dim=1,
             )
-        return linear(out.reshape(batch, length, q_rows), w[p + "o_proj.weight"])
+        return linear(out.reshape(batch, length, -1), w[p + "o_proj.weight"])
 
     def _gated_delta_net(
         self,

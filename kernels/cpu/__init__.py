@@ -1,8 +1,9 @@
 """The C++ CPU kernels, compiled for this machine's CPU on first use, one library: the weight products
 (weight_products.cpp), the stored matrices' rows written out dense for a prefill's products (dense_rows.cpp), and
 the fused steps of a decode token: a Gated DeltaNet layer between its projections
-(gated_delta_net_step.cpp), one-query attention (attention_step.cpp) and RMSNorm with its residual add (rms_norm.cpp),
-compiled together as library.cpp.
+(gated_delta_net_step.cpp), an attention layer's normed and rotated inputs (attention_inputs.cpp), one-query attention
+(attention_step.cpp), RMSNorm with its residual add (rms_norm.cpp) and SwiGLU (swiglu.cpp), compiled together as
+library.cpp.
 
 torch.utils.cpp_extension builds the library once (about 10-20 s) into torch's extension cache
 (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and reloads it from there; a changed source or
@@ -34,6 +35,8 @@ INCLUDED = [
         "gated_delta_net_step.cpp",
         "attention_step.cpp",
         "rms_norm.cpp",
+        "attention_inputs.cpp",
+        "swiglu.cpp",
         "vectors.h",
     )
 ]
@@ -43,6 +46,12 @@ ARM_MACHINES = ("arm64", "aarch64")
 
 def _products(x: torch.Tensor, n: int) -> torch.Tensor:
     return x.new_empty(x.shape[0], n, dtype=torch.float32)
+
+
+def _queries(projected: torch.Tensor, dim: int, kv_heads: int) -> torch.Tensor:
+    """[B, T, Hq, D] for a QKV projection's output [B, T, Hq * 2D + 2 * Hkv * D]."""
+    q_heads = (projected.shape[2] - 2 * kv_heads * dim) // (2 * dim)
+    return projected.new_empty(*projected.shape[:2], q_heads, dim)
 
 
 # Shape-only versions of the functional ops, for torch.compile.
@@ -59,6 +68,11 @@ FAKES = {
     ),
     "attention_step": lambda q, *rest: torch.empty_like(q, memory_format=torch.contiguous_format),
     "rms_norm_rows": lambda x, *rest: torch.empty_like(x, memory_format=torch.contiguous_format),
+    "attention_inputs": lambda projected, q_norm, k_norm, eps, positions, inv_freq, k_cache, v_cache: (
+        _queries(projected, q_norm.shape[0], k_cache.shape[1]),
+        _queries(projected, q_norm.shape[0], k_cache.shape[1]),
+    ),
+    "swiglu_rows": lambda gate, up: gate.new_empty(gate.shape),
     "add_rms_norm_rows": lambda x, *rest: (
         torch.empty_like(x, memory_format=torch.contiguous_format),
         torch.empty_like(x, memory_format=torch.contiguous_format),

@@ -6,3 +6,5 @@
 #include "gated_delta_net_step.cpp"
 #include "attention_step.cpp"
 #include "rms_norm.cpp"
+#include "attention_inputs.cpp"
+#include "swiglu.cpp"

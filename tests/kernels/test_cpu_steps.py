@@ -1,5 +1,5 @@
-"""The C++ CPU kernels of a decode token (kernels/cpu: gated_delta_net_step.cpp, attention_step.cpp, rms_norm.cpp)
-against their torch references on fresh random inputs, outputs poisoned with NaN, states updated in place; and the
+"""The C++ CPU kernels of a decode token (kernels/cpu: gated_delta_net_step.cpp, attention_inputs.cpp,
+attention_step.cpp, rms_norm.cpp, swiglu.cpp) against their torch references on fresh random inputs, outputs poisoned with NaN, states updated in place; and the
 entry points sending CPU calls to them."""
 
 from __future__ import annotations
@@ -140,6 +140,67 @@ def test_attention_step_matches_the_reference(ops, case, dtype):
     assert torch.equal(again, out)
 
 
+def _projection(batch, tokens, q_heads, kv_heads, dim, half, cache_positions, dtype, seed):
+    """A QKV projection's output, its norms, the tokens' positions (distinct within a row), the rotary frequencies
+    and NaN-poisoned caches viewed as prefixes of longer buffers (kernels.attention_inputs' argument order)."""
+    generator = torch.Generator().manual_seed(seed)
+    projected = torch.randn(batch, tokens, (2 * q_heads + 2 * kv_heads) * dim, generator=generator).to(dtype)
+    q_norm, k_norm = (torch.randn(dim, generator=generator).mul(0.3).to(dtype) for _ in range(2))
+    positions = torch.stack(
+        [torch.randperm(cache_positions, generator=generator)[:tokens] for _ in range(batch)]
+    )
+    inv_freq = 1.0 / 10000 ** (torch.arange(0, 2 * half, 2, dtype=torch.float32) / (2 * half))
+    k_cache, v_cache = (
+        torch.full((batch, kv_heads, cache_positions + 5, dim), float("nan"), dtype=dtype)[
+            :, :, :cache_positions
+        ]
+        for _ in range(2)
+    )
+    return [projected, q_norm, k_norm, 1e-6, positions, inv_freq, k_cache, v_cache]
+
+
+# batch, tokens, query heads, KV heads, head dim, rotated pairs, cache positions: Qwen3.5-2B's decode step and a
+# prefill at its shapes, then small odd ones (a head dim no vector divides, rotation over the whole head).
+ATTENTION_INPUT_CASES = [
+    (1, 1, 8, 2, 256, 32, 2000),
+    (1, 40, 8, 2, 256, 32, 64),
+    (3, 2, 4, 2, 12, 3, 9),
+    (2, 3, 3, 1, 8, 4, 5),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", ATTENTION_INPUT_CASES)
+def test_attention_inputs_match_the_reference(ops, case, dtype):
+    args = _projection(*case, dtype, seed=sum(case))
+    want_args = copies(args)
+    with torch_reference():
+        want_query, want_gate = kernels.attention_inputs(*want_args)
+    query, gate = kernels.attention_inputs(*args)
+    _close(query, want_query, dtype, "queries")
+    assert torch.equal(gate, want_gate), "the gates are copied as they are"
+    k_cache, v_cache, want_k, want_v = args[6], args[7], want_args[6], want_args[7]
+    written = ~want_k.isnan()
+    assert torch.equal(~k_cache.isnan(), written) and torch.equal(~v_cache.isnan(), written), (
+        "exactly the tokens' positions are written"
+    )
+    _close(k_cache[written], want_k[written], dtype, "keys")
+    assert torch.equal(v_cache[written], want_v[written]), "the values are copied as they are"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1, 6144), (2, 5, 37), (3, 16)])
+def test_swiglu_rows_match_the_reference(ops, shape, dtype):
+    generator = torch.Generator().manual_seed(sum(shape))
+    # The MLP's halves, as its projection leaves them: views whose rows lie a whole projection apart.
+    gate, up = (torch.randn(*shape[:-1], 2 * shape[-1], generator=generator) * 4).to(dtype).chunk(2, dim=-1)
+    with torch_reference():
+        want = kernels.swiglu(gate, up)
+    got = kernels.swiglu(gate, up)
+    assert got.shape == want.shape and got.is_contiguous()
+    _close(got, want, dtype, "swiglu")
+
+
 def test_cpu_calls_take_the_fused_steps(ops, monkeypatch):
     args = layer_inputs(1, 1, 1, 2, 16, 16, torch.float32, seed=3)
     seen = []
@@ -154,13 +215,16 @@ def test_cpu_calls_take_the_fused_steps(ops, monkeypatch):
     query, k_cache, v_cache, gate = _attention_inputs(1, 2, 1, 16, 5, torch.float32, seed=4)
     kernels.attention(query, k_cache, v_cache, gate, torch.tensor([4]), 0.25)
     kernels.rms_norm(query, torch.ones(16), 1e-6)
-    assert seen == ["gated_delta_net_step", "attention_step", "rms_norm_rows"]
+    kernels.swiglu(*torch.randn(1, 1, 32).chunk(2, dim=-1))
+    kernels.attention_inputs(*_projection(1, 1, 2, 1, 16, 4, 5, torch.float32, seed=5))
+    fused = ["gated_delta_net_step", "attention_step", "rms_norm_rows", "swiglu_rows", "attention_inputs"]
+    assert seen == fused
     # A prefill's tokens take the chunked reference, a head size the fused attention cannot step its reference.
     kernels.gated_delta_net(*layer_inputs(1, 3, 1, 2, 16, 16, torch.float32, seed=5)[:2], *args[2:])
     kernels.attention(*_attention_inputs(1, 2, 1, 24, 5, torch.float32, seed=6), torch.tensor([4]), 0.2)
     # A norm weight in another dtype than the activations: the reference widens it.
     kernels.rms_norm(query.bfloat16(), torch.ones(16), 1e-6)
-    assert seen == ["gated_delta_net_step", "attention_step", "rms_norm_rows"]
+    assert seen == fused
 
 
 @pytest.mark.parametrize(
@@ -228,6 +292,21 @@ def test_cpu_calls_take_the_fused_steps(ops, monkeypatch):
             ),
             "int64",
         ),
+        (
+            lambda ops: ops.attention_inputs(
+                *_projection(1, 1, 2, 1, 16, 4, 5, torch.float32, 1)[:4],
+                torch.tensor([[5]]),
+                *_projection(1, 1, 2, 1, 16, 4, 5, torch.float32, 1)[5:],
+            ),
+            "position 5 is outside the cache",
+        ),
+        (
+            lambda ops: ops.attention_inputs(
+                torch.zeros(1, 1, 70), *_projection(1, 1, 2, 1, 16, 4, 5, torch.float32, 1)[1:]
+            ),
+            "Hq \\* 2D",
+        ),
+        (lambda ops: ops.swiglu_rows(torch.zeros(2, 8), torch.zeros(2, 7)), "one dtype and shape"),
     ],
 )
 def test_bad_inputs_are_refused_with_a_message(ops, call, message):
