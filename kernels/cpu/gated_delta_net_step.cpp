@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -57,21 +58,65 @@ void silu_into(const float* x, int64_t n, T* out) {
   for (; i < n; ++i) out[i] = T(x[i] * sigmoid(x[i]));
 }
 
-// One token of one row: the conv over its projection `x`, into `mixed` (C values in T, as the reference rounds
-// them); `sums` holds C floats of scratch.
+// Channels of the conv a thread takes at once: a one-row step splits its channels between the threads.
+constexpr int64_t CONV_CHANNELS = 1024;
+
+// One token of one row, channels [first, last): the conv over its projection `x`, into `mixed` (C values in T, as
+// the reference rounds them); `sums` holds CONV_CHANNELS floats of scratch.
 template <class T>
-void conv_token(const Sizes& s, const T* x, const T* weight, T* state, T* mixed, float* sums) {
+void conv_token(const Sizes& s, int64_t first, int64_t last, const T* x, const T* weight, T* state, T* mixed,
+                float* sums) {
   const int64_t width = s.history + 1;
-  for (int64_t c = 0; c < s.channels; ++c) {
+  for (int64_t c = first; c < last; ++c) {
     T* past = state + c * s.history;
     const T* w = weight + c * width;
     float total = 0.0f;
     for (int64_t j = 0; j < s.history; ++j) total += float(past[j]) * float(w[j]);
-    sums[c] = total + float(x[c]) * float(w[s.history]);
+    sums[c - first] = total + float(x[c]) * float(w[s.history]);
     for (int64_t j = 0; j + 1 < s.history; ++j) past[j] = past[j + 1];
     past[s.history - 1] = x[c];
   }
-  silu_into(sums, s.channels, mixed);
+  silu_into(sums, last - first, mixed + first);
+}
+
+// The gated delta rule on one head's state st [dk, V * LANES] with its sums in registers (the arrays of the generic
+// loop go through memory on every line, as the compiler cannot tell them from the state): decay the state and
+// predict the value from the key, write the beta-weighted error along the key, read the query; o takes the output.
+template <int V, class T>
+void delta_rule(int64_t dk, const float* kf, const float* qf, float decay, float beta, const T* value, float* st,
+                float* o) {
+  f32v predicted[V] = {}, delta[V], out[V] = {};
+  for (int64_t i = 0; i < dk; ++i) {
+    float* line = st + i * V * LANES;
+    for (int c = 0; c < V; ++c) {
+      const f32v decayed = sqlscout::load<f32v>(line + c * LANES) * decay;
+      std::memcpy(line + c * LANES, &decayed, sizeof decayed);
+      predicted[c] += kf[i] * decayed;
+    }
+  }
+  for (int c = 0; c < V; ++c) delta[c] = (sqlscout::widen(value + c * LANES) - predicted[c]) * beta;
+  for (int64_t i = 0; i < dk; ++i) {
+    float* line = st + i * V * LANES;
+    for (int c = 0; c < V; ++c) {
+      const f32v updated = sqlscout::load<f32v>(line + c * LANES) + kf[i] * delta[c];
+      std::memcpy(line + c * LANES, &updated, sizeof updated);
+      out[c] += qf[i] * updated;
+    }
+  }
+  std::memcpy(o, out, sizeof out);
+}
+
+// delta_rule for the value widths whose sums fit the registers; false (nothing done) for others.
+template <class T>
+bool delta_rule_in_registers(int64_t dv, int64_t dk, const float* kf, const float* qf, float decay, float beta,
+                             const T* value, float* st, float* o) {
+  switch (dv) {
+    case LANES: delta_rule<1>(dk, kf, qf, decay, beta, value, st, o); return true;
+    case 2 * LANES: delta_rule<2>(dk, kf, qf, decay, beta, value, st, o); return true;
+    case 4 * LANES: delta_rule<4>(dk, kf, qf, decay, beta, value, st, o); return true;
+    case 8 * LANES: delta_rule<8>(dk, kf, qf, decay, beta, value, st, o); return true;
+    default: return false;
+  }
 }
 
 // One value head of one token: the gated delta rule on its state `st`, then the gated norm into `target`.
@@ -88,21 +133,23 @@ void head_token(const Sizes& s, const T* mixed, const T* projection, int64_t h, 
   const T* gate_a = gate_b + s.value_heads;
   const float decay = std::exp(-std::exp(a_log) * softplus(float(gate_a[h]) + bias));
   const float beta = sigmoid(float(gate_b[h]));
-  std::fill(predicted, predicted + dv, 0.0f);
-  for (int64_t i = 0; i < dk; ++i) {
-    float* line = st + i * dv;
-    for (int64_t j = 0; j < dv; ++j) {
-      line[j] *= decay;
-      predicted[j] += kf[i] * line[j];
+  if (!delta_rule_in_registers(dv, dk, kf, qf, decay, beta, value, st, o)) {
+    std::fill(predicted, predicted + dv, 0.0f);
+    for (int64_t i = 0; i < dk; ++i) {
+      float* line = st + i * dv;
+      for (int64_t j = 0; j < dv; ++j) {
+        line[j] *= decay;
+        predicted[j] += kf[i] * line[j];
+      }
     }
-  }
-  for (int64_t j = 0; j < dv; ++j) delta[j] = (float(value[j]) - predicted[j]) * beta;
-  std::fill(o, o + dv, 0.0f);
-  for (int64_t i = 0; i < dk; ++i) {
-    float* line = st + i * dv;
-    for (int64_t j = 0; j < dv; ++j) {
-      line[j] += kf[i] * delta[j];
-      o[j] += qf[i] * line[j];
+    for (int64_t j = 0; j < dv; ++j) delta[j] = (float(value[j]) - predicted[j]) * beta;
+    std::fill(o, o + dv, 0.0f);
+    for (int64_t i = 0; i < dk; ++i) {
+      float* line = st + i * dv;
+      for (int64_t j = 0; j < dv; ++j) {
+        line[j] += kf[i] * delta[j];
+        o[j] += qf[i] * line[j];
+      }
     }
   }
   // The rule's output is rounded to T before the norm reads it, as the reference's separate ops do.
@@ -130,12 +177,15 @@ void layer_step(const Sizes& s, const at::Tensor& projected, const at::Tensor& c
   const int64_t out_width = s.value_heads * s.dv;
   std::vector<T> mixed(s.batch * s.channels);
   for (int64_t t = 0; t < s.tokens; ++t) {
-    at::parallel_for(0, s.batch, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> sums(s.channels);
-      for (int64_t row = begin; row < end; ++row)
+    const int64_t blocks = (s.channels + CONV_CHANNELS - 1) / CONV_CHANNELS;
+    at::parallel_for(0, s.batch * blocks, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> sums(CONV_CHANNELS);
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t row = task / blocks, first = task % blocks * CONV_CHANNELS;
         if (!active || active[row])
-          conv_token(s, xs + (row * s.tokens + t) * s.width, weight, conv + row * conv_size,
-                     mixed.data() + row * s.channels, sums.data());
+          conv_token(s, first, std::min(first + CONV_CHANNELS, s.channels), xs + (row * s.tokens + t) * s.width,
+                     weight, conv + row * conv_size, mixed.data() + row * s.channels, sums.data());
+      }
     });
     at::parallel_for(0, s.batch * s.value_heads, 1, [&](int64_t begin, int64_t end) {
       std::vector<float> work(2 * s.dk + 3 * s.dv);
