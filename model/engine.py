@@ -313,7 +313,7 @@ class Session(SpeculativeDecoding):
             torch.tensor(self._processed, dtype=torch.long, device=device),
             self.cache if bound is None else self.cache.prefix(bound),
             logits_at=torch.zeros(self.batch_size, dtype=torch.long, device=device),
-            active=torch.tensor(active, device=device),
+            active=None if all(active) else torch.tensor(active, device=device),
             return_hidden=heads is not None,
         )
         if heads is not None:
@@ -324,10 +324,21 @@ class Session(SpeculativeDecoding):
 
     def _stepped(self, rows: list[int], logits: torch.Tensor) -> None:
         """Record that each of rows ran one token, whose next logits are its row of logits [B, V]."""
-        self._last_logits[rows] = logits[rows]
+        if self._all_rows(rows):
+            self._last_logits.copy_(logits)
+        else:
+            self._last_logits[rows] = logits[rows]
         for i in rows:
             self._processed[i] += 1
         self.processed_tokens += len(rows)
+
+    def _all_rows(self, rows: list[int]) -> bool:
+        return len(rows) == self.batch_size and rows == list(range(self.batch_size))
+
+    def _logits_of(self, rows: list[int]) -> torch.Tensor:
+        """The next-token logits [R, V] of rows: the session's own tensor when they are all its rows, in order (a
+        1 MB copy a token saved at the real vocabulary)."""
+        return self._last_logits if self._all_rows(rows) else self._last_logits[rows]
 
     @torch.inference_mode()
     def generate(

@@ -94,7 +94,7 @@ class SpeculativeDecoding:
                 left[r] -= len(tokens)
             running[:] = [r for r in running if left[r] > 0 and outputs[r][-1] not in stop_ids]
 
-        emit(choose(self._last_logits[running][:, None]))
+        emit(choose(self._logits_of(running)[:, None]))
         budget = engine.draft_budget
         while running:
             proposed = self._drafts(running, {r: min(engine.speculate_tokens, left[r] - 1) for r in running})
@@ -116,7 +116,7 @@ class SpeculativeDecoding:
                 else:
                     self._stepped(running, steps.run(fed, self._processed, active)[:, 0])
                 self.speculation.steps += 1
-                chosen = choose(self._last_logits[running][:, None])
+                chosen = choose(self._logits_of(running)[:, None])
                 if budget is not None:
                     budget.record_pass(self.batch_size, 1, time.perf_counter() - started)
                 emit(chosen)
