@@ -9,6 +9,8 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <cmath>
+
 #include "vectors.h"
 
 namespace {
