@@ -31,8 +31,9 @@ def _close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what: str)
     assert error <= TOLERANCES[dtype], f"{what}: {error:.2e} of the largest magnitude"
 
 
-# batch, key heads, value heads, key dim, value dim: Qwen3.5-2B's layer, then small and odd ones.
-GDN_SHAPES = [(1, 16, 16, 128, 128), (3, 2, 4, 32, 16), (2, 1, 3, 20, 12)]
+# batch, key heads, value heads, key dim, value dim: Qwen3.5-2B's layer, a head wider than one panel of the delta
+# rule's register sums, then small and odd ones.
+GDN_SHAPES = [(1, 16, 16, 128, 128), (1, 2, 2, 32, 256), (3, 2, 4, 32, 16), (2, 1, 3, 20, 12)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
