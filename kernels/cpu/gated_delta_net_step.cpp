@@ -55,7 +55,7 @@ template <class T>
 void silu_into(const float* x, int64_t n, T* out) {
   int64_t i = 0;
   for (; i + LANES <= n; i += LANES) sqlscout::narrow(sqlscout::silu(sqlscout::widen(x + i)), out + i);
-  for (; i < n; ++i) out[i] = T(x[i] * sigmoid(x[i]));
+  for (; i < n; ++i) out[i] = T(sqlscout::silu(x[i]));
 }
 
 // Channels of the conv a thread takes at once: a one-row step splits its channels between the threads.

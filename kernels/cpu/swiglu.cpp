@@ -9,8 +9,6 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
-#include <cmath>
-
 #include "vectors.h"
 
 namespace {
@@ -28,10 +26,7 @@ void swiglu_into(const at::Tensor& gate, const at::Tensor& up, at::Tensor& out) 
       int64_t i = 0;
       for (; i + sqlscout::LANES <= width; i += sqlscout::LANES)
         sqlscout::narrow(sqlscout::silu(sqlscout::widen(g + i)) * sqlscout::widen(u + i), target + i);
-      for (; i < width; ++i) {
-        const float x = float(g[i]);
-        target[i] = T(x / (1.0f + std::exp(-x)) * float(u[i]));
-      }
+      for (; i < width; ++i) target[i] = T(sqlscout::silu(float(g[i])) * float(u[i]));
     }
   });
 }

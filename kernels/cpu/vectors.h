@@ -74,8 +74,9 @@ inline f32v exp(f32v x) {
   return p * load<f32v>(&power);
 }
 
-// x * sigmoid(x) of each lane.
+// x * sigmoid(x) of each lane, and of one value (a row's tail past its whole vectors) by the same formula.
 inline f32v silu(f32v x) { return x / (1.0f + exp(-x)); }
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 // The lanes stored to p as they are, or rounded to bf16 (to nearest, ties to even, NaN kept a NaN) as c10 rounds.
 inline void narrow(f32v v, float* p) { std::memcpy(p, &v, sizeof v); }
