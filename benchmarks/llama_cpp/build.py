@@ -3,9 +3,11 @@ once, into the cache directory."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -39,6 +41,19 @@ CMAKE_FLAGS = (
     "-DBUILD_SHARED_LIBS=ON",
     "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON",
 )
+# ggml's AMX kernels (compiled in wherever -march=native has AMX) crash in their batched products on Intel Xeons with
+# AMX (ggml-org/llama.cpp#20824: a 700-token Q4_K_M or Q8_0 prefill segfaults in ggml_backend_amx_mul_mat), so
+# the peer is built without them, as Ollama's users on those CPUs run it; GCC's explicit -mno- flags win over
+# -march=native whatever their order.
+NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+X86_MACHINES = ("x86_64", "AMD64")
+
+
+def cmake_flags() -> tuple[str, ...]:
+    """The configure flags for this machine."""
+    if platform.machine() not in X86_MACHINES:
+        return CMAKE_FLAGS
+    return (*CMAKE_FLAGS, f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}")
 
 
 def sdist_root(tools: Path) -> Path:
@@ -85,12 +100,14 @@ def _unpack_sdist(download: Path, target: Path) -> None:
 
 def llama_cpp_tools() -> Path:
     """The folder holding llama-bench, llama-quantize, llama-server, libllama.so, the libggml libraries and the
-    unpacked sdist, built on first use (15-25 minutes on 2 cores)."""
-    tools = cache_dir() / f"llama.cpp-{VERSION}"
+    unpacked sdist, built on first use (10-25 minutes on 2 cores), in a folder of its own per version and flags."""
+    flags = cmake_flags()
+    fingerprint = hashlib.sha256("\n".join(flags).encode()).hexdigest()[:8]
+    tools = cache_dir() / f"llama.cpp-{VERSION}-{fingerprint}"
     if (tools / MARKER).is_file():
         return tools
     log.warning(
-        "building llama.cpp from %s %s into %s: 15-25 minutes on 2 cores (once)", PACKAGE, VERSION, tools
+        "building llama.cpp from %s %s into %s: 10-25 minutes on 2 cores (once)", PACKAGE, VERSION, tools
     )
     started = time.monotonic()
     shutil.rmtree(tools, ignore_errors=True)
@@ -117,7 +134,7 @@ def llama_cpp_tools() -> Path:
             "installing the bindings' dependencies",
         )
         run_tool(
-            ["cmake", "-S", str(llama_cpp_source(tools)), "-B", str(build), *CMAKE_FLAGS],
+            ["cmake", "-S", str(llama_cpp_source(tools)), "-B", str(build), *flags],
             "configuring llama.cpp",
         )
         jobs = str(os.cpu_count() or 1)

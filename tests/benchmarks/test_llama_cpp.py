@@ -11,7 +11,7 @@ import pytest
 from tokenizers import Tokenizer
 from tokenizers.models import BPE, WordLevel
 
-from benchmarks.llama_cpp import server
+from benchmarks.llama_cpp import build, server
 from benchmarks.llama_cpp.bench import bench_record, decode_weight_bytes, parse_llama_bench
 from benchmarks.llama_cpp.convert import checkpoint_key, has_bpe_tokenizer, with_qwen_tokenizer
 from benchmarks.random_checkpoint import PADDED_VOCAB_SIZE
@@ -218,3 +218,11 @@ def test_the_server_is_stopped_when_the_block_raises(fake_tools):
         raise KeyError("the benchmark failed")
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5)
+
+
+@pytest.mark.parametrize(("machine", "amx_off"), [("x86_64", True), ("aarch64", False)])
+def test_x86_builds_leave_out_ggmls_amx_kernels(monkeypatch, machine, amx_off):
+    monkeypatch.setattr(build.platform, "machine", lambda: machine)
+    flags = build.cmake_flags()
+    assert ("-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" in flags) is amx_off
+    assert set(build.CMAKE_FLAGS) <= set(flags)
