@@ -208,10 +208,16 @@ def report(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def amx_tiles() -> bool:
+    """Whether the CPU has AMX's matrix tiles (Intel Xeons since Sapphire Rapids): oneDNN's bf16 products, and
+    so our prefill, run on them."""
+    return bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
+
+
 def real_size_kind() -> tuple[str, str]:
     """This CPU's kind for the real-size results: its words in the section title, and its file suffix."""
     if native_bf16():
-        return "native bf16", "bf16"
+        return ("native bf16 and AMX", "amx") if amx_tiles() else ("native bf16", "bf16")
     capability = torch.backends.cpu.get_cpu_capability()
     return NO_NATIVE_BF16_KINDS.get(capability, (f"{capability}, no native bf16", capability.lower()))
 
