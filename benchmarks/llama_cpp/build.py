@@ -42,9 +42,9 @@ CMAKE_FLAGS = (
     "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON",
 )
 # ggml's AMX kernels (compiled in wherever -march=native has AMX) crash in their batched products on Intel Xeons with
-# AMX (ggml-org/llama.cpp#20824: a 700-token Q4_K_M or Q8_0 prefill segfaults in ggml_backend_amx_mul_mat), so
-# the peer is built without them, as Ollama's users on those CPUs run it; GCC's explicit -mno- flags win over
-# -march=native whatever their order.
+# AMX: a Q4_K_M prefill segfaults in ggml_backend_amx_mul_mat (ggml-org/llama.cpp#20824), a Q8_0 one stops on an
+# illegal instruction. So the peer is built without them, as it runs on those CPUs; GCC's explicit -mno- flags win
+# over -march=native whatever their order.
 NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 X86_MACHINES = ("x86_64", "AMD64")
 
