@@ -1,12 +1,15 @@
 """What this machine's CPU offers the engine (native bf16 arithmetic, physical cores) and the defaults drawn from
-it: the activations' dtype and torch's thread count; and running parallel work where it leaves no OpenMP team."""
+it: the activations' dtype and torch's thread count; running parallel work where it leaves no OpenMP team; and
+handing memory freed on the C heap back to the system."""
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import platform
 import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -127,3 +130,15 @@ def on_a_thread_of_its_own(work: Callable[[], T]) -> T:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+def release_freed_heap() -> None:
+    """Hand the C heap's free memory back to the system (glibc; elsewhere nothing). glibc keeps freed blocks below
+    its mmap threshold, which rises to 32 MB as larger blocks are freed, for reuse: a load frees a copy of most
+    matrices there (the checkpoint's dense rows, the layouts' originals once moved into one block), which
+    otherwise stayed resident (Qwen3.5-2B's bf16 weights: 5.05 GB resident after the load against 3.98)."""
+    if not sys.platform.startswith("linux"):
+        return
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)

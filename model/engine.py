@@ -12,7 +12,7 @@ import torch
 from kernels import cpu as cpu_kernels
 from model.cache import ModelCache, StateTrail
 from model.config import Qwen35Config
-from model.cpu import chosen_dtype, on_a_thread_of_its_own, set_cpu_threads
+from model.cpu import chosen_dtype, on_a_thread_of_its_own, release_freed_heap, set_cpu_threads
 from model.cuda_graph import CudaGraphCapture, StepCapture
 from model.decode_step import is_stop
 from model.decoder import Decoder, DecodeStep, stop_width
@@ -120,9 +120,11 @@ class Engine:
 
         # Quantizing and copying the weights runs parallel regions: on the calling thread (the main one, in the
         # server) they would leave an OpenMP team that slows the scheduler thread's decoding.
-        weights = (
-            on_a_thread_of_its_own(weights_of_the_model) if device.type == "cpu" else weights_of_the_model()
-        )
+        if device.type == "cpu":
+            weights = on_a_thread_of_its_own(weights_of_the_model)
+            release_freed_heap()
+        else:
+            weights = weights_of_the_model()
         tokenizer = Tokenizer.from_model_dir(path)
         return cls(Qwen35Model(config, weights), tokenizer, options)
 
