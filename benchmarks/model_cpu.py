@@ -340,20 +340,23 @@ def report_real_size(results: list[dict], plot: Path | None) -> str:
         "as do their weight-streaming floors (a bare pass of matrix-vector products over the weight matrices a "
         "token reads, in the engine's own storage), so the ratio holds whatever the shared machine's load; "
         "load, memory, prefill and append are measured once per engine. Prefill: a 700-token prompt; append: "
-        "300 tokens at 2,000 tokens of context; decoding follows at that context. Memory: peak resident memory "
-        "the engine added to the process. `first decode call`: the first one-token step, with the compile "
+        "300 tokens at 2,000 tokens of context; decoding follows at that context. Memory: the resident memory "
+        "the engine added to the process once it holds that session, and at its peak (loading counts the "
+        "checkpoint file's pages mapped as it is read). `first decode call`: the first one-token step, with the compile "
         "where the step is compiled. Episode: prefill + 6 x (append + 250 decoded tokens).",
         "",
-        "| threads | engine | dtype | load s | memory GB | prefill 700 s | append 300 s | first decode call s | "
+        "| threads | engine | dtype | load s | memory held / peak GB | prefill 700 s | append 300 s | first decode call s | "
         "decode tokens/s | transformers in the same rounds | ratio | floor tokens/s | of floor | episode min |",
         "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in results:
         floor = 1 / r["floor_s"]
         first_call = "–" if r["first_decode_call_s"] is None else f"{r['first_decode_call_s']:.1f}"
+        held = r.get("held_memory_gb")  # runs before it was measured have only the peak
+        memory = f"{'–' if held is None else f'{held:.2f}'} / {r['memory_gb']:.2f}"
         lines.append(
             f"| {r['threads']} | {r['variant']} | {r['dtype']} x {' + '.join(r['weights'])} | {r['load_s']:.1f} | "
-            f"{r['memory_gb']:.2f} | {r['prefill_s']:.1f} | {r['append_s']:.1f} | {first_call} | "
+            f"{memory} | {r['prefill_s']:.1f} | {r['append_s']:.1f} | {first_call} | "
             f"{r['decode_tokens_per_s']:.2f} | {r['peer_decode_tokens_per_s']:.2f} | "
             f"{r['decode_tokens_per_s'] / r['peer_decode_tokens_per_s']:.2f}x | {floor:.2f} | "
             f"{r['decode_tokens_per_s'] / floor:.0%} | {episode_s(r) / 60:.1f} |"

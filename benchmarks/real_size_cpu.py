@@ -56,11 +56,15 @@ def _ids(count: int, vocab: int, seed: int) -> list[int]:
 
 
 class Memory:
-    """Resident memory of this process (Linux): what an engine adds at its peak, from just before its load."""
+    """Resident memory of this process (Linux): what an engine adds, now and at its peak, from just before its
+    load."""
 
     def start(self) -> None:
         Path("/proc/self/clear_refs").write_text("5")  # resets the peak (VmHWM) to the current size
         self.before = self._status("VmRSS")
+
+    def added_gb(self) -> float:
+        return (self._status("VmRSS") - self.before) / 1e6
 
     def peak_added_gb(self) -> float:
         return (self._status("VmHWM") - self.before) / 1e6
@@ -88,6 +92,7 @@ class Peer:
         self.prefill_s, _ = _timed(lambda: self._forward(_ids(PROMPT_TOKENS, vocab, 1)))
         self._forward(_ids(APPEND_CONTEXT - APPEND_TOKENS - PROMPT_TOKENS, vocab, 2))
         self.append_s, self.logits = _timed(lambda: self._forward(_ids(APPEND_TOKENS, vocab, 3)))
+        self.held_memory_gb = memory.added_gb()
         self.memory_gb = memory.peak_added_gb()
         matrices = [m.weight for m in self.model.modules() if isinstance(m, torch.nn.Linear)]
         self.weight_bytes, self.stream = weight_stream(matrices, torch.bfloat16)
@@ -104,8 +109,11 @@ class Peer:
             self.logits = self._forward([int(self.logits.argmax())])
 
 
-def _load_and_fill(model_dir: Path, threads: int, settings: dict, cache_dir: Path, session_tokens: int):
-    """A sqlscout engine loaded and a session through the prompt and the append: (engine, session, timings)."""
+def _load_and_fill(
+    model_dir: Path, threads: int, settings: dict, cache_dir: Path, session_tokens: int, memory: Memory
+):
+    """A sqlscout engine loaded and a session through the prompt and the append: (engine, session, timings and the
+    memory the engine then holds)."""
     from model.engine import Engine
     from model.engine_options import EngineOptions
     from model.sampling_params import SamplingParams
@@ -117,9 +125,16 @@ def _load_and_fill(model_dir: Path, threads: int, settings: dict, cache_dir: Pat
     prefill_s, _ = _timed(lambda: session.append(_ids(PROMPT_TOKENS, vocab, 1)))
     session.append(_ids(APPEND_CONTEXT - APPEND_TOKENS - PROMPT_TOKENS, vocab, 2))
     append_s, _ = _timed(lambda: session.append(_ids(APPEND_TOKENS, vocab, 3)))
+    held_memory_gb = memory.added_gb()
     # One decode step (a generate() of n tokens runs n - 1 of them); a compiled step compiles here.
     first_s, _ = _timed(lambda: session.generate(2, SamplingParams(temperature=0), stop_ids=set()))
-    timings = {"load_s": load_s, "prefill_s": prefill_s, "append_s": append_s, "first_decode_call_s": first_s}
+    timings = {
+        "load_s": load_s,
+        "held_memory_gb": held_memory_gb,
+        "prefill_s": prefill_s,
+        "append_s": append_s,
+        "first_decode_call_s": first_s,
+    }
     return engine, session, timings
 
 
@@ -164,7 +179,7 @@ def measure(
         # Rounds against transformers, then as many against llama.cpp.
         session_tokens = APPEND_CONTEXT + (2 * rounds + 1) * ROUND_TOKENS + 8
         engine, session, timings = _load_and_fill(
-            model_dir, threads, VARIANTS[name], cache_dir, session_tokens
+            model_dir, threads, VARIANTS[name], cache_dir, session_tokens, memory
         )
         matrices = [
             w for n, w in engine.model.weights.items() if n.endswith(("proj.weight", "lm_head.weight"))
@@ -214,6 +229,7 @@ def measure(
             "weights": ["bfloat16"],
             "compiled": False,
             "load_s": peer.load_s,
+            "held_memory_gb": peer.held_memory_gb,
             "prefill_s": peer.prefill_s,
             "append_s": peer.append_s,
             "first_decode_call_s": None,
