@@ -36,7 +36,7 @@ import torch
 from benchmarks.model_results import record_section
 from benchmarks.real_size_cpu import APPEND_CONTEXT, PROMPT_TOKENS, ROUND_TOKENS, VARIANTS
 from benchmarks.weight_stream import weight_stream
-from model.cpu import native_bf16
+from model.cpu import amx_tiles, native_bf16
 from model.engine import Engine
 from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
@@ -206,12 +206,6 @@ def report(results: list[dict]) -> str:
     same = all(r["same_greedy_tokens"] for r in results)
     lines += ["", f"Greedy tokens identical to transformers: {'yes' if same else 'NO'}."]
     return "\n".join(lines)
-
-
-def amx_tiles() -> bool:
-    """Whether the CPU has AMX's matrix tiles (Intel Xeons since Sapphire Rapids): oneDNN's bf16 products, and
-    so our prefill, run on them."""
-    return bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
 
 
 def real_size_kind() -> tuple[str, str]:

@@ -30,14 +30,21 @@ def native_bf16() -> bool:
     Without it torch widens every bf16 operand in software: a bf16 matrix product then runs several times
     slower than fp32 (prefill), which the halved weight bytes of a decode step do not make up for.
     """
-    cpu = getattr(torch, "cpu", None)
     if platform.machine().lower() in ARM_MACHINES:
         # On Arm oneDNN's bf16 check is the BF16 extension itself; on x86 it accepts plain AVX-512.
         return torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    return any(
-        bool(getattr(cpu, check, lambda: False)())
-        for check in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    )
+    return _torch_cpu_has("_is_avx512_bf16_supported") or amx_tiles()
+
+
+def amx_tiles() -> bool:
+    """Whether the CPU has AMX's matrix tiles (Intel Xeons since Sapphire Rapids), which oneDNN's bf16 products
+    run on."""
+    return _torch_cpu_has("_is_amx_tile_supported")
+
+
+def _torch_cpu_has(check: str) -> bool:
+    """torch.cpu's answer to one of its feature checks; False where this torch lacks the check."""
+    return bool(getattr(getattr(torch, "cpu", None), check, lambda: False)())
 
 
 def physical_cores() -> int:
