@@ -172,6 +172,9 @@ constexpr int64_t VECTOR = 64;  // bytes per dot-product vector
 constexpr int64_t BLOCKS_PER_CHUNK = CHUNK / BLOCK;
 constexpr int INTEGER_ROWS_OF_X = 8;
 constexpr int64_t GRAIN_ROWS = 64;
+// How far ahead of its reads a row product asks for the weights: a pass of 5 to 9 rows of x (a verify pass)
+// streamed int8 weights at 15-17 GB/s with it against 10-15 without (two Xeon cores, 0.8 GB of weights).
+constexpr int64_t PREFETCH_BYTES = 4096;
 using u8x64 = uint8_t __attribute__((vector_size(VECTOR)));
 using i8x64 = int8_t __attribute__((vector_size(VECTOR)));
 
@@ -414,6 +417,7 @@ inline void int8_row(const Int8Rows& w, const QuantizedX& q, int64_t m0, int64_t
     i32v sums[rm];
     for (int m = 0; m < rm; ++m) sums[m] = load<i32v>(q.starts.data() + (m0 + m) * blocks + block0);
     for (int64_t v = 0; v < CHUNK / VECTOR; ++v) {
+      __builtin_prefetch(row + PREFETCH_BYTES + chunk * CHUNK + v * VECTOR);
       const PreparedWeights weights = prepare(row + chunk * CHUNK + v * VECTOR);
       for (int m = 0; m < rm; ++m) sums[m] = signed_dot4(sums[m], weights, load<i8x64>(chunk_x + m * K + v * VECTOR));
     }
