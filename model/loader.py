@@ -92,7 +92,7 @@ def load_weights(
     if "lm_head.weight" not in weights:
         head = weights["embed_tokens.weight"]
         if on_cpu:
-            kind = matrix_kind("lm_head.weight", head, quantize, layers)
+            kind = matrix_kind("lm_head.weight", head, quantize, layers, dtype)
             weights["lm_head.weight"] = to_cpu_weight(head, kind)
             if not quantize:  # kept once: the tied embedding reads the head's rows
                 weights["embed_tokens.weight"] = weights["lm_head.weight"]
@@ -197,7 +197,9 @@ def _read_checkpoint(
                     pending[target] -= 1
                     if on_cpu and pending[target] == 0 and is_matrix(target):
                         weight = weights[target]
-                        weights[target] = to_cpu_weight(weight, matrix_kind(target, weight, quantize, layers))
+                        weights[target] = to_cpu_weight(
+                            weight, matrix_kind(target, weight, quantize, layers, dtype)
+                        )
                     progress.update(1)
     return weights
 

@@ -1,5 +1,5 @@
 """The C++ CPU kernels, compiled for this machine's CPU on first use, one library: the weight products
-(weight_products.cpp), the stored matrices' rows written out dense for a prefill's products (dense_rows.cpp), and
+(weight_products.cpp; bf16 ones on AMX tiles in amx_products.cpp), the stored matrices' rows written out dense for a prefill's products (dense_rows.cpp), and
 the fused steps of a decode token: a Gated DeltaNet layer between its projections
 (gated_delta_net_step.cpp), an attention layer's normed and rotated inputs (attention_inputs.cpp), one-query attention
 (attention_step.cpp), RMSNorm with its residual add (rms_norm.cpp) and SwiGLU (swiglu.cpp), compiled together as
@@ -32,6 +32,7 @@ INCLUDED = [
     for name in (
         "weight_products.cpp",
         "dense_rows.cpp",
+        "amx_products.cpp",
         "gated_delta_net_step.cpp",
         "attention_step.cpp",
         "rms_norm.cpp",
@@ -60,6 +61,8 @@ FAKES = {
     "bf16_dot_linear": lambda x, tiles, n: _products(x, n),
     "int8_linear": lambda x, rows, scales: _products(x, rows.shape[0]),
     "affine_linear": lambda x, rows, bits: _products(x, rows.shape[0]),
+    "amx_bf16_linear": lambda x, tiles, n: _products(x, n),
+    "amx_untile_rows": lambda tiles, first, count, dtype: tiles.new_empty(count, tiles.shape[1], dtype=dtype),
     "untile_rows": lambda tiles, first, count, dtype: tiles.new_empty(count, tiles.shape[1], dtype=dtype),
     "int8_rows": lambda rows, scales, first, count, dtype: rows.new_empty(count, rows.shape[1], dtype=dtype),
     "affine_rows": lambda rows, bits, first, count, k, dtype: rows.new_empty(count, k, dtype=dtype),
@@ -148,3 +151,9 @@ def ops() -> object | None:
     if _ops is _UNBUILT:
         _ops = _build()
     return _ops
+
+
+def amx_products() -> bool:
+    """Whether bf16 products run on AMX tiles here: a CPU with them, a build for it, and Linux's leave."""
+    compiled = ops()
+    return compiled is not None and bool(compiled.amx_ready())

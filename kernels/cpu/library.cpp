@@ -3,6 +3,7 @@
 
 #include "weight_products.cpp"
 #include "dense_rows.cpp"
+#include "amx_products.cpp"
 #include "gated_delta_net_step.cpp"
 #include "attention_step.cpp"
 #include "rms_norm.cpp"

@@ -5,6 +5,9 @@ Float matrices (fp32, bf16) are stored as tiles of TILE_ROWS rows (the last one 
 tile's rows interleaved LANES values at a time, with K padded with zeros to a multiple of LANES; so one tile is
 one sequential stream of memory.
 
+On CPUs with AMX tiles bf16 matrices are stored for the tile products instead (amx_tiles): per group of AMX_ROWS
+rows and block of AMX_K values of K, the pairs of values of the group's rows side by side, one 1 KB tile.
+
 Integer matrices take integer dot products instead, against activations quantized to int8 with a scale per block of
 BLOCK values (as llama.cpp's Q8_0 quantizes them). Rows stay row-major, K padded with zeros to a multiple of CHUNK
 and permuted within each chunk so that 32-bit lane i of the chunk's 64-byte vector j holds values 32i + 4j to 32i +
@@ -61,6 +64,42 @@ def rows_of_tiles(tiles: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     flat = indices.reshape(-1)
     picked = shaped[flat // TILE_ROWS, :, flat % TILE_ROWS]  # [len, K / LANES, LANES]
     return picked.reshape(*indices.shape, width)
+
+
+AMX_ROWS = 16  # rows of W in a group of AMX tiles
+AMX_K = 32  # values of K in one of a group's blocks
+
+
+def amx_tiles(matrix: torch.Tensor) -> torch.Tensor:
+    """bf16 [N, K] as [N rounded up to AMX_ROWS, K rounded up to AMX_K] in AMX tile order: per group of AMX_ROWS
+    rows, per block of AMX_K values, pair p (values 2p and 2p + 1) of each of the group's rows side by side."""
+    rows, columns = matrix.shape
+    full = matrix.new_zeros(padded(rows, AMX_ROWS), padded(columns, AMX_K))
+    full[:rows, :columns] = matrix
+    groups, blocks = full.shape[0] // AMX_ROWS, full.shape[1] // AMX_K
+    shaped = full.view(groups, AMX_ROWS, blocks, AMX_K // 2, 2)
+    return shaped.permute(0, 2, 3, 1, 4).reshape(full.shape)
+
+
+def _amx_shaped(tiles: torch.Tensor) -> torch.Tensor:
+    """[groups, rows of a group, blocks, pairs, 2] view of AMX tiles."""
+    total, width = tiles.shape
+    return tiles.view(total // AMX_ROWS, width // AMX_K, AMX_K // 2, AMX_ROWS, 2).permute(0, 3, 1, 2, 4)
+
+
+def untile_amx(tiles: torch.Tensor, rows: slice | None = None) -> torch.Tensor:
+    """The padded matrix of amx_tiles' output, row-major (rows: a slice of whole groups, by row)."""
+    shaped = _amx_shaped(tiles)
+    if rows is not None:
+        shaped = shaped[rows.start // AMX_ROWS : -(-rows.stop // AMX_ROWS)]
+    return shaped.reshape(-1, tiles.shape[1])
+
+
+def rows_of_amx_tiles(tiles: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """Rows `indices` (any shape) of a matrix in AMX tiles, row-major: [*indices.shape, padded K]."""
+    flat = indices.reshape(-1)
+    picked = _amx_shaped(tiles)[flat // AMX_ROWS, flat % AMX_ROWS]  # [len, blocks, pairs, 2]
+    return picked.reshape(*indices.shape, tiles.shape[1])
 
 
 def block_values(values: torch.Tensor) -> torch.Tensor:

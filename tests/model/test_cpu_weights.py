@@ -13,12 +13,15 @@ from safetensors.torch import load_file, save_file
 from kernels.reference import weight_products as layout
 from model import cpu_weights
 from model.cpu_weights import (
+    AMX_KIND,
+    AMX_PRODUCT_MAX_ROWS,
     PRODUCT_MAX_ROWS,
     QUANTIZED_KINDS,
     CpuWeight,
     cpu_linear,
     matrix_kind,
     more_bits,
+    stored_kind,
     to_cpu_weight,
 )
 from model.engine import QUANTIZED_CACHE, Engine
@@ -116,7 +119,8 @@ def test_int4_keeps_the_head_and_the_sensitive_matrices_of_some_layers_at_6_bits
     assert matrix_kind("lm_head.weight", weight.bfloat16(), None, 24) == "bfloat16"
 
 
-@pytest.mark.parametrize("kind", ["float32", "bfloat16", *QUANTIZED_KINDS])
+# AMX tiles meet fp32 activations densely, on any CPU.
+@pytest.mark.parametrize("kind", ["float32", "bfloat16", AMX_KIND, *QUANTIZED_KINDS])
 @pytest.mark.parametrize(
     ("rows", "columns", "batch"),
     [
@@ -141,6 +145,41 @@ def test_linear_matches_the_dequantized_weight(monkeypatch, kind, rows, columns,
     out = linear(x, weight)
     assert out.dtype == torch.float32 and out.shape == (*batch, rows)
     assert (out - expected).abs().max() <= 1e-5 * expected.abs().max()
+
+
+@pytest.mark.parametrize("rows_of_x", [1, 5, 100, AMX_PRODUCT_MAX_ROWS + 16])
+def test_amx_tiles_meet_bf16_activations_in_tile_products_or_densely(rows_of_x):
+    if not cpu_weights.cpu_kernels.amx_products():
+        pytest.skip("this CPU has no AMX tiles")
+    weight = to_cpu_weight(_weight(1029, 136), AMX_KIND)
+    x = torch.randn(rows_of_x, 136, generator=torch.Generator().manual_seed(2)).bfloat16()
+    out = cpu_linear(x, weight)
+    want = x.double() @ weight.dequantize()[:1029, :136].double().T
+    assert out.dtype == torch.bfloat16 and out.shape == (rows_of_x, 1029)
+    # Sums rounded to bf16 at the end.
+    assert (
+        (out.double() - want).abs() <= 2**-8 * want.abs() + 1e-5 * (x.double().abs().sum(-1, keepdim=True))
+    ).all()
+
+
+def test_bf16_matrices_go_to_amx_tiles_only_for_bf16_activations_on_a_cpu_with_them(monkeypatch):
+    weight = _weight(9, 32).bfloat16()
+    for available in (True, False):
+        monkeypatch.setattr(cpu_weights.cpu_kernels, "amx_products", lambda available=available: available)
+        assert stored_kind(weight, None, torch.bfloat16) == (AMX_KIND if available else "bfloat16")
+        assert stored_kind(weight, None, torch.float32) == "bfloat16"
+        assert stored_kind(weight.float(), None, torch.bfloat16) == "float32"
+        assert stored_kind(weight, "int8", torch.bfloat16) == "int8"
+        assert matrix_kind("lm_head.weight", weight, None, 24, torch.bfloat16) == stored_kind(
+            weight, None, torch.bfloat16
+        )
+
+
+def test_an_embedding_tied_to_a_head_in_amx_tiles_reads_its_rows():
+    matrix = _weight(40, 72).bfloat16()
+    head = to_cpu_weight(matrix, AMX_KIND)
+    tokens = torch.tensor([[39, 0, 17], [16, 15, 3]])
+    assert torch.equal(head.embedding(tokens, torch.float32), matrix[tokens].float())
 
 
 def test_bf16_activations_come_back_in_bf16():
