@@ -121,6 +121,20 @@ def replay(engine: Engine, speculating: Engine, ids: list[int], turns: list[tupl
     }
 
 
+def all_episodes(episodes: dict[str, dict]) -> dict:
+    """The decode phase of every replayed episode together: their reply tokens over their summed seconds (each
+    episode's tokens over its tokens/s), plain and speculative."""
+    tokens = sum(row["reply_tokens"] for row in episodes.values())
+    plain_s = sum(row["reply_tokens"] / row["plain_tokens_per_s"] for row in episodes.values())
+    fast_s = sum(row["reply_tokens"] / row["speculative_tokens_per_s"] for row in episodes.values())
+    return {
+        "reply_tokens": tokens,
+        "plain_tokens_per_s": round(tokens / plain_s, 2),
+        "speculative_tokens_per_s": round(tokens / fast_s, 2),
+        "speedup": round(plain_s / fast_s, 3),
+    }
+
+
 def random_text(engine: Engine, speculating: Engine, vocab: int) -> dict:
     """Decode tokens/s of random text (drafts rarely match), plain against speculative, alternated."""
     generator = torch.Generator().manual_seed(5)
@@ -237,6 +251,11 @@ def render(report: dict) -> str:
                     f"{row['speculative_tokens_per_s']} tokens/s ({row['speedup']}x), "
                     f"{row['accepted_per_pass']} accepted per pass"
                 )
+            total = all_episodes(episodes)
+            lines.append(
+                f"  {tokens} all episodes: {total['reply_tokens']} tokens, {total['plain_tokens_per_s']} -> "
+                f"{total['speculative_tokens_per_s']} tokens/s ({total['speedup']}x)"
+            )
         noise = result["random_text"]
         lines.append(
             f"  random text: {noise['plain_tokens_per_s']} -> {noise['speculative_tokens_per_s']} tokens/s "

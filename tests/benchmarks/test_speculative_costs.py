@@ -1,5 +1,6 @@
 """The speculative benchmark's cost table on an engine that captures its steps (emulated on the CPU): the plain
-steps and the verify passes it times are both replays, of one graph per pass width."""
+steps and the verify passes it times are both replays, of one graph per pass width; and its row of every replayed
+episode together."""
 
 from __future__ import annotations
 
@@ -22,3 +23,17 @@ def test_verify_passes_are_timed_as_replays_where_steps_are_captured(tmp_path, m
     # One plain greedy step, and a pass for each width from 1 to the longest draft + 1.
     assert capture.captures == 1 + max(speculative.DRAFT_TOKENS) + 1
     assert all(report[f"verify_{k}_ms"] > 0 for k in speculative.DRAFT_TOKENS)
+
+
+def test_all_episodes_weigh_each_episode_by_its_decode_time():
+    episodes = {
+        "short": {"reply_tokens": 100, "plain_tokens_per_s": 10.0, "speculative_tokens_per_s": 20.0},
+        "long": {"reply_tokens": 300, "plain_tokens_per_s": 10.0, "speculative_tokens_per_s": 15.0},
+    }
+    # 40 s of plain decoding against 5 + 20 s: 1.6x, not the 1.75x mean of the episodes' speed-ups.
+    assert speculative.all_episodes(episodes) == {
+        "reply_tokens": 400,
+        "plain_tokens_per_s": 10.0,
+        "speculative_tokens_per_s": 16.0,
+        "speedup": 1.6,
+    }
