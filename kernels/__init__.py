@@ -211,6 +211,38 @@ def attention(
     return _attention_ref.attention(q, k_cache, v_cache, gate, start, scale)
 
 
+def attention_as_steps(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    gate: torch.Tensor,
+    start: torch.Tensor,
+    scale: float,
+    bounds: list[int],
+) -> torch.Tensor:
+    """attention() of a verify pass's T positions, each rounded as the decode step for it would round: position t
+    over the first bounds[t] cache positions (as the step's view of the cache), its own keys up to start_b + t. On
+    the CPU the fused step takes all T positions in one call, each computed as a step computes it; elsewhere the
+    steps run one by one."""
+    _check_attention(q, k_cache, v_cache, gate, start)
+    steppable = q.device.type == "cpu" and not use_triton(q) and q.shape[-1] % 16 == 0
+    if steppable and (compiled := cpu_kernels.ops()):
+        start = start.to(dtype=torch.long).contiguous()
+        return compiled.attention_step(q.contiguous(), k_cache, v_cache, gate.contiguous(), start, scale)
+    steps = [
+        attention(
+            q[:, t : t + 1],
+            k_cache[:, :, :bound],
+            v_cache[:, :, :bound],
+            gate[:, t : t + 1],
+            start + t,
+            scale,
+        )
+        for t, bound in enumerate(bounds)
+    ]
+    return torch.cat(steps, dim=1)
+
+
 def causal_conv1d(
     x: torch.Tensor, weight: torch.Tensor, conv_state: torch.Tensor, trail: torch.Tensor | None = None
 ) -> torch.Tensor:

@@ -150,8 +150,14 @@ class StateTrail:
         return self
 
     def keep_(self, cache: ModelCache, rows: list[int], kept: list[int]) -> None:
-        """Set each of `rows` of cache to its state after token kept[i] of the pass (its other rows as they are)."""
+        """Set each of `rows` of cache to its state after token kept[i] of the pass (its other rows as they are). A
+        row that kept the pass's last token holds its state already: a pass leaves every state after its last
+        token."""
         if not cache.conv:
+            return
+        last = self.conv[0].shape[1] - 1
+        rows, kept = [r for r, t in zip(rows, kept, strict=True) if t != last], [t for t in kept if t != last]
+        if not rows:
             return
         device = cache.conv[0].device
         row_index = torch.tensor(rows, dtype=torch.long, device=device)

@@ -251,19 +251,8 @@ class Qwen35Model:
         if step_bounds is None:
             out = kernels.attention(query, k_cache, v_cache, gate, start, self.attention_scale)
         else:
-            out = torch.cat(
-                [
-                    kernels.attention(
-                        query[:, t : t + 1],
-                        k_cache[:, :, :bound],
-                        v_cache[:, :, :bound],
-                        gate[:, t : t + 1],
-                        start + t,
-                        self.attention_scale,
-                    )
-                    for t, bound in enumerate(step_bounds)
-                ],
-                dim=1,
+            out = kernels.attention_as_steps(
+                query, k_cache, v_cache, gate, start, self.attention_scale, step_bounds
             )
         return linear(out.reshape(batch, length, -1), w[p + "o_proj.weight"])
 

@@ -1,7 +1,9 @@
-// One query per row of gated GQA attention over a KV cache on the CPU, fused: the query heads of a KV head's
-// group read its keys and values once between them as they are stored (bf16 widened in registers), where the torch
-// reference (kernels/reference/attention.py) first copies the whole cache to fp32 for SDPA. Scores, softmax and sums in
-// fp32; returns softmax(q K^T * scale) V * sigmoid(gate) in q's dtype.
+// Gated GQA attention of a decode step's query per row over a KV cache on the CPU, fused: the query heads of a KV
+// head's group read its keys and values once between them as they are stored (bf16 widened in registers), where the
+// torch reference (kernels/reference/attention.py) first copies the whole cache to fp32 for SDPA. Scores, softmax and
+// sums in fp32; returns softmax(q K^T * scale) V * sigmoid(gate) in q's dtype. The T queries of a verify pass run as T
+// steps would, position t of row b over the first start[b] + t + 1 positions, each computed as a step computes it,
+// their task's keys and values read from cache after the first.
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -107,7 +109,8 @@ void attend_some(int64_t heads, const float* query, int64_t dim, const Positions
 template <class T, class C>
 void attend(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& gate,
             const at::Tensor& start, double scale, at::Tensor& out) {
-  const int64_t batch = q.size(0), q_heads = q.size(2), dim = q.size(3), kv_heads = k_cache.size(1);
+  const int64_t batch = q.size(0), positions = q.size(1), q_heads = q.size(2), dim = q.size(3);
+  const int64_t kv_heads = k_cache.size(1);
   const int64_t group = q_heads / kv_heads;
   // Fewer heads a task where the tasks would otherwise not fill the threads.
   const int64_t fill = (batch * q_heads + at::get_num_threads() - 1) / at::get_num_threads();
@@ -123,16 +126,20 @@ void attend(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_
       const int64_t row = task / (kv_heads * tasks_per_kv), kv = task / tasks_per_kv % kv_heads;
       const int64_t head0 = kv * group + task % tasks_per_kv * per_task;
       const int64_t heads = std::min(per_task, (kv + 1) * group - head0);
-      const int64_t length = std::min(starts[row] + 1, k_cache.size(2)), first = (row * q_heads + head0) * dim;
-      for (int64_t i = 0; i < heads * dim; ++i) query[i] = float(qs[first + i]);
-      scores.resize(heads * length);
-      const Positions<C> k{keys + row * k_cache.stride(0) + kv * k_cache.stride(1), k_cache.stride(2), length};
-      const Positions<C> v{values + row * v_cache.stride(0) + kv * v_cache.stride(1), v_cache.stride(2), length};
-      attend_some<HEADS_PER_TASK>(heads, query.data(), dim, k, v, float(scale), scores.data(), attended.data());
-      // Times the output gate sigmoid(gate), LANES values at a time (dim is a multiple of LANES).
-      for (int64_t i = 0; i < heads * dim; i += LANES) {
-        const f32v g = widen(gates + first + i);
-        sqlscout::narrow(widen(attended.data() + i) / (1.0f + sqlscout::exp(-g)), outs + first + i);
+      // A task's positions in turn, its keys and values staying in cache between them.
+      for (int64_t t = 0; t < positions; ++t) {
+        const int64_t length = std::min(starts[row] + t + 1, k_cache.size(2));
+        const int64_t first = ((row * positions + t) * q_heads + head0) * dim;
+        for (int64_t i = 0; i < heads * dim; ++i) query[i] = float(qs[first + i]);
+        scores.resize(heads * length);
+        const Positions<C> k{keys + row * k_cache.stride(0) + kv * k_cache.stride(1), k_cache.stride(2), length};
+        const Positions<C> v{values + row * v_cache.stride(0) + kv * v_cache.stride(1), v_cache.stride(2), length};
+        attend_some<HEADS_PER_TASK>(heads, query.data(), dim, k, v, float(scale), scores.data(), attended.data());
+        // Times the output gate sigmoid(gate), LANES values at a time (dim is a multiple of LANES).
+        for (int64_t i = 0; i < heads * dim; i += LANES) {
+          const f32v g = widen(gates + first + i);
+          sqlscout::narrow(widen(attended.data() + i) / (1.0f + sqlscout::exp(-g)), outs + first + i);
+        }
       }
     }
   });
@@ -155,8 +162,7 @@ void attention_step_out(const at::Tensor& q, const at::Tensor& k_cache, const at
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&q, &gate, &out})
     TORCH_CHECK(t->scalar_type() == type && t->is_contiguous() && t->device().is_cpu() && t->sizes() == q.sizes(),
                 "q, gate and out must be contiguous CPU tensors of one dtype and shape");
-  TORCH_CHECK(q.dim() == 4 && q.size(1) == 1 && q.size(3) % LANES == 0, "q must be [B, 1, Hq, D], D a multiple of ",
-              LANES);
+  TORCH_CHECK(q.dim() == 4 && q.size(3) % LANES == 0, "q must be [B, T, Hq, D], D a multiple of ", LANES);
   for (const at::Tensor* t : {&k_cache, &v_cache})
     TORCH_CHECK(t->scalar_type() == cache_type && t->device().is_cpu() && t->dim() == 4 && t->size(0) == q.size(0) &&
                     t->size(3) == q.size(3) && t->stride(3) == 1 && t->sizes() == k_cache.sizes() &&

@@ -141,6 +141,40 @@ def test_attention_step_matches_the_reference(ops, case, dtype):
     assert torch.equal(again, out)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_of_a_verify_passs_positions_is_that_of_a_step_each(ops, dtype, monkeypatch):
+    batch, q_heads, kv_heads, dim, positions, tokens = 3, 8, 2, 64, 300, 5
+    generator = torch.Generator().manual_seed(11)
+    q, gate = (torch.randn(batch, tokens, q_heads, dim, generator=generator).to(dtype) for _ in range(2))
+    k_cache, v_cache = _attention_inputs(batch, q_heads, kv_heads, dim, positions, dtype, seed=12)[1:3]
+    start = torch.tensor([0, 150, positions - tokens])
+    scale = dim**-0.5
+    out = torch.full_like(q, float("nan"))
+    ops.attention_step.out(q, k_cache, v_cache, gate, start, scale, out)
+    for t in range(tokens):
+        step = torch.full_like(q[:, :1], float("nan"))
+        bound = int(start.max()) + t + 1
+        ops.attention_step.out(
+            q[:, t : t + 1].contiguous(),
+            k_cache[:, :, :bound],
+            v_cache[:, :, :bound],
+            gate[:, t : t + 1].contiguous(),
+            start + t,
+            scale,
+            step,
+        )
+        assert torch.equal(out[:, t : t + 1], step), f"position {t}"
+    # Position t sees the cache up to start + t, as causal attention over the pass does.
+    _close(out, attention_ref.attention(q, k_cache, v_cache, gate, start, scale), dtype, "attention")
+    bounds = [int(start.max()) + t + 1 for t in range(tokens)]
+    assert torch.equal(kernels.attention_as_steps(q, k_cache, v_cache, gate, start, scale, bounds), out)
+    # Without the fused step, the steps run one by one through the reference.
+    monkeypatch.setattr(cpu_kernels, "ops", lambda: None)
+    _close(
+        kernels.attention_as_steps(q, k_cache, v_cache, gate, start, scale, bounds), out, dtype, "attention"
+    )
+
+
 def _projection(batch, tokens, q_heads, kv_heads, dim, half, cache_positions, dtype, seed):
     """A QKV projection's output, its norms, the tokens' positions (distinct within a row), the rotary frequencies
     and NaN-poisoned caches viewed as prefixes of longer buffers (kernels.attention_inputs' argument order)."""
