@@ -102,10 +102,10 @@ def test_compiling_hands_the_agents_sampling_and_the_cache_directory_to_the_engi
 
 
 def test_speculation_options_reach_the_engine_and_a_missing_draft_head_is_refused_at_start_up(tiny_model_dir):
-    env = {"SQLSCOUT_SPECULATE": "off", "SQLSCOUT_SPECULATE_TOKENS": "6"}
+    env = {"SQLSCOUT_SPECULATE": "off", "SQLSCOUT_SPECULATE_TOKENS": "3"}
     settings = Settings.resolve(vars(build_parser("serve").parse_args([], env_vars=env)))
     options = settings.engine_options()
-    assert (options.speculate, options.speculate_tokens) == ("off", 6)
+    assert (options.speculate, options.speculate_tokens) == ("off", 3)
     assert Settings().engine_options().speculate == "auto"
     with pytest.raises(SettingsError, match="--speculate-tokens must be between 1 and 8, not 9"):
         Settings(speculate_tokens=9)
