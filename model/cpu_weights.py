@@ -48,7 +48,8 @@ class CpuWeight:
     tiled floats, bf16 in AMX tiles, or int8, int4 and int6 rows in dot-product blocks."""
 
     kind: str
-    # Tiled floats; AMX tiles; int8 values in dot-product blocks; int4 and int6 rows with their scales, minimums and steps.
+    # Tiled floats; AMX tiles; int8 values in dot-product blocks; int4 and int6 rows with their scales, minimums
+    # and steps.
     tiles: torch.Tensor
     shape: torch.Size
     # int8: fp16 scales per block of 32 values of a row.

@@ -1,9 +1,9 @@
 """The C++ CPU kernels, compiled for this machine's CPU on first use, one library: the weight products
-(weight_products.cpp; bf16 ones on AMX tiles in amx_products.cpp), the stored matrices' rows written out dense for a prefill's products (dense_rows.cpp), and
-the fused steps of a decode token: a Gated DeltaNet layer between its projections
-(gated_delta_net_step.cpp), an attention layer's normed and rotated inputs (attention_inputs.cpp), one-query attention
-(attention_step.cpp), RMSNorm with its residual add (rms_norm.cpp) and SwiGLU (swiglu.cpp), compiled together as
-library.cpp.
+(weight_products.cpp; bf16 ones on AMX tiles in amx_products.cpp), the stored matrices' rows written out dense for
+a prefill's products (dense_rows.cpp), and the fused steps of a decode token: a Gated DeltaNet layer between its
+projections (gated_delta_net_step.cpp), an attention layer's normed and rotated inputs (attention_inputs.cpp),
+attention of a step's query (attention_step.cpp), RMSNorm with its residual add (rms_norm.cpp) and SwiGLU
+(swiglu.cpp), compiled together as library.cpp.
 
 torch.utils.cpp_extension builds the library once (about 10-20 s) into torch's extension cache
 (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and reloads it from there; a changed source or
