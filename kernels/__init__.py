@@ -203,12 +203,29 @@ def attention(
         from kernels.ops.attention_prefill import attention_prefill_triton
 
         return attention_prefill_triton(q, k_cache, v_cache, gate, start, scale)
-    # The fused step reads each position's head a vector of 16 values at a time.
-    steppable = q.device.type == "cpu" and q.shape[1] == 1 and q.shape[-1] % 16 == 0
-    if steppable and (compiled := cpu_kernels.ops()):
-        start = start.to(dtype=torch.long).contiguous()
-        return compiled.attention_step(q.contiguous(), k_cache, v_cache, gate.contiguous(), start, scale)
+    if (
+        q.shape[1] == 1
+        and (out := _fused_attention_steps(q, k_cache, v_cache, gate, start, scale)) is not None
+    ):
+        return out
     return _attention_ref.attention(q, k_cache, v_cache, gate, start, scale)
+
+
+def _fused_attention_steps(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    gate: torch.Tensor,
+    start: torch.Tensor,
+    scale: float,
+) -> torch.Tensor | None:
+    """The fused CPU step's attention of q's T positions, each as a decode step computes it; None where it cannot
+    run (another device, the Triton path, no C++ kernels, or a head dim it does not read 16 values at a time)."""
+    steppable = q.device.type == "cpu" and not use_triton(q) and q.shape[-1] % 16 == 0
+    if not steppable or (compiled := cpu_kernels.ops()) is None:
+        return None
+    start = start.to(dtype=torch.long).contiguous()
+    return compiled.attention_step(q.contiguous(), k_cache, v_cache, gate.contiguous(), start, scale)
 
 
 def attention_as_steps(
@@ -225,10 +242,8 @@ def attention_as_steps(
     the CPU the fused step takes all T positions in one call, each computed as a step computes it; elsewhere the
     steps run one by one."""
     _check_attention(q, k_cache, v_cache, gate, start)
-    steppable = q.device.type == "cpu" and not use_triton(q) and q.shape[-1] % 16 == 0
-    if steppable and (compiled := cpu_kernels.ops()):
-        start = start.to(dtype=torch.long).contiguous()
-        return compiled.attention_step(q.contiguous(), k_cache, v_cache, gate.contiguous(), start, scale)
+    if (out := _fused_attention_steps(q, k_cache, v_cache, gate, start, scale)) is not None:
+        return out
     steps = [
         attention(
             q[:, t : t + 1],
