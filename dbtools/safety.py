@@ -12,6 +12,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
+from dbtools.access.functions import function_refusal
 from dbtools.errors import UnparsableQueryError, UnsafeQueryError
 
 # Statement kinds that change data, schema, settings, transactions or files, wherever they appear.
@@ -43,96 +44,6 @@ _FORBIDDEN_NODES: dict[type[exp.Expression], str] = {
     exp.Command: "an unsupported command",
 }
 
-# Functions that sleep, touch files or other servers, change settings, write, or run SQL text of their own.
-_DENIED_FUNCTIONS: dict[str, str] = {
-    "pg_sleep": "it sleeps",
-    "pg_sleep_for": "it sleeps",
-    "pg_sleep_until": "it sleeps",
-    "set_config": "it changes server settings",
-    "setseed": "it seeds random() for the rest of the session, past this query",
-    "pg_notify": "it sends notifications",
-    "nextval": "it writes to a sequence",
-    "setval": "it writes to a sequence",
-    "query_to_xml": "it runs SQL text of its own",
-    "query_to_xml_and_xmlschema": "it runs SQL text of its own",
-    "query_to_xmlschema": "it runs SQL text of its own",
-    "cursor_to_xml": "it runs SQL text of its own",
-    "ts_stat": "it runs SQL text of its own",
-    "ts_rewrite": "its two-argument form runs SQL text of its own",
-    "pg_stat_file": "it reads the server's file system",
-    "pg_terminate_backend": "it controls server processes",
-    "pg_cancel_backend": "it controls server processes",
-    "pg_reload_conf": "it controls the server",
-    "pg_rotate_logfile": "it controls the server",
-    "pg_promote": "it controls the server",
-    "pg_switch_wal": "it controls the server",
-    "pg_create_restore_point": "it controls the server",
-    "pg_start_backup": "it controls the server",
-    "pg_stop_backup": "it controls the server",
-    "pg_log_backend_memory_contexts": "it writes to the server's log",
-    "pg_import_system_collations": "it writes to the catalog",
-    "txid_current": "it assigns a transaction id",
-    "pg_current_xact_id": "it assigns a transaction id",
-    "load_extension": "it loads native code",
-    "readfile": "it reads files",
-    "writefile": "it writes files",
-    "edit": "it starts an editor",
-    "fts3_tokenizer": "it can register native code",
-}
-_DENIED_PREFIXES: dict[str, str] = {
-    "pg_read_": "it reads the server's file system",
-    "pg_ls_": "it lists the server's file system",
-    "pg_file_": "it writes the server's file system",
-    "lo_": "it reads or writes large objects and files",
-    "dblink": "it connects to other servers",
-    "pg_advisory": "it takes locks that outlive the query",
-    "pg_try_advisory": "it takes locks that outlive the query",
-    "pg_logical_": "it writes to replication",
-    "pg_replication_": "it changes replication",
-    "pg_create_": "it changes replication",
-    "pg_drop_": "it changes replication",
-    "pg_stat_reset": "it resets statistics",
-    "pg_backup_": "it controls the server",
-    "pg_wal_replay_": "it controls the server",
-    "crosstab": "it runs SQL text of its own",
-    "connectby": "it runs SQL built from its arguments",
-}
-# Functions denied only in one dialect: elsewhere the same name is harmless (SQLite's glob() is its GLOB operator).
-_DIALECT_DENIED_FUNCTIONS: dict[str, dict[str, str]] = {
-    "mysql": {
-        "load_file": "it reads the server's file system",
-        "sleep": "it sleeps",
-        "benchmark": "it runs an expression over and over",
-        "get_lock": "it takes locks that outlive the query",
-        "release_lock": "it releases locks of the session",
-        "release_all_locks": "it releases locks of the session",
-        "master_pos_wait": "it waits on replication",
-        "master_gtid_wait": "it waits on replication",
-        "source_pos_wait": "it waits on replication",
-        "wait_for_executed_gtid_set": "it waits on replication",
-        "wait_until_sql_thread_after_gtids": "it waits on replication",
-        "sys_exec": "it runs programs",
-        "sys_eval": "it runs programs",
-        "lastval": "it reads a sequence's session state",
-    },
-    "duckdb": {
-        "glob": "it lists files",
-        "sniff_csv": "it reads files",
-        "query": "it runs SQL text of its own",
-        "query_table": "it runs SQL text of its own",
-        "json_execute_serialized_sql": "it runs SQL of its own",
-        "checkpoint": "it writes the database file",
-        "force_checkpoint": "it writes the database file",
-        "duckdb_secrets": "it reads stored credentials",
-        "which_secret": "it reads stored credentials",
-    },
-}
-_DIALECT_DENIED_PREFIXES: dict[str, dict[str, str]] = {
-    "duckdb": {
-        "read_": "it reads files: query the tables instead",
-        "parquet_": "it reads files: query the tables instead",
-    },
-}
 # MySQL runs the text of /*! ... */ and MariaDB of /*M! ... */ comments as SQL, and /*+ ... */ hints (MySQL's, or
 # pg_hint_plan's in PostgreSQL) can change settings for the statement: to the allowlist they are comments, so they
 # are refused in every dialect.
@@ -227,28 +138,9 @@ def _check_node(node: exp.Expression, dialect: str) -> None:
     if dialect == "mysql" and isinstance(node, exp.PropertyEQ):
         raise UnsafeQueryError("assigning variables (@name := value) is not allowed: it outlives the query")
     if isinstance(node, exp.Func):
-        for name in _function_names(node):
-            reason = denied_function_reason(name, dialect)
-            if reason:
-                raise UnsafeQueryError(f"function {name}() is not allowed: {reason}")
-
-
-def _function_names(node: exp.Func) -> set[str]:
-    if isinstance(node, exp.Anonymous):
-        return {node.name.lower()}
-    return {name.lower() for name in type(node).sql_names()}
-
-
-def denied_function_reason(name: str, dialect: str | None = None) -> str | None:
-    """Why the function called `name` (lower case) is denied, in every dialect or in `dialect`; None if allowed."""
-    names = _DENIED_FUNCTIONS | _DIALECT_DENIED_FUNCTIONS.get(dialect or "", {})
-    if name in names:
-        return names[name]
-    prefixes = _DENIED_PREFIXES | _DIALECT_DENIED_PREFIXES.get(dialect or "", {})
-    for prefix, reason in prefixes.items():
-        if name.startswith(prefix):
-            return reason
-    return None
+        refusal = function_refusal(node, dialect)
+        if refusal:
+            raise UnsafeQueryError(refusal)
 
 
 def _kind(statement: exp.Expression) -> str:

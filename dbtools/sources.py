@@ -9,13 +9,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from dbtools.access.guarded_database import GuardedDatabase
+from dbtools.access.rule_check import RulesError
+from dbtools.access.rules import VisibilityRules
 from dbtools.engines import Database, open_database
 from dbtools.engines.dsn import parse_dsn
 from dbtools.errors import ConnectionFailedError, DatabaseToolError
-from dbtools.guarded_database import GuardedDatabase
 from dbtools.source_dsn import engine_dsn, server_address
 from dbtools.ssh_tunnel import SshSettings, SshTunnel
-from dbtools.visibility import VisibilityRules
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +126,32 @@ class Source:
             view = self._views.get(extra)
             if view is None:
                 raw = self._database._inner if isinstance(self._database, GuardedDatabase) else self._database
-                # The engine keeps enforcing the source's own rules; a caller's further ones are the rewriting's.
-                view = GuardedDatabase(raw, self.spec.rules.merged(extra), in_engine=False)
+                view = self._checked(GuardedDatabase(raw, self.spec.rules.merged(extra), (extra,)))
                 self._views[extra] = view  # type: ignore[assignment]
             return view
+
+    def _checked(self, guarded: GuardedDatabase) -> GuardedDatabase:
+        """`guarded` once its rules are checked against the catalog; a misfit is the operator's to fix, and the
+        caller is told only that the source is not served (the details name what is hidden)."""
+        try:
+            guarded.tables()
+        except RulesError as error:
+            log.error("source %s: %s", self.name, error)
+            raise ConnectionFailedError(
+                f"source {self.name} is not served: its hidden-data rules do not fit the database (the server's "
+                "log says which)"
+            ) from error
+        return guarded
+
+    def check_rules(self, extra: VisibilityRules | None = None) -> None:
+        """Open the source and check its rules, and `extra` ones, against its catalog; raises RulesError, or
+        ConnectionFailedError when it cannot be reached."""
+        try:
+            self.database(extra)
+        except ConnectionFailedError as error:
+            if isinstance(error.__cause__, RulesError):
+                raise error.__cause__ from None
+            raise
 
     @contextmanager
     def calls(self, extra: VisibilityRules | None = None) -> Iterator[Database]:
@@ -154,8 +177,14 @@ class Source:
             display_name=spec.display_name if (spec.password or spec.ssh) else None,
         )
         log.info("source %s opened: %s", spec.name, database.display_name)
-        # Duck-typed as a Database: every tool and the agent read through it alike.
-        return GuardedDatabase(database, spec.rules) if spec.rules.active else database  # type: ignore[return-value]
+        if not spec.rules.active:
+            return database
+        try:
+            # Duck-typed as a Database: every tool and the agent read through it alike.
+            return self._checked(GuardedDatabase(database, spec.rules))  # type: ignore[return-value]
+        except ConnectionFailedError:
+            database.close()
+            raise
 
     def close(self) -> None:
         with self._lock:

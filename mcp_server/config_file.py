@@ -15,12 +15,12 @@ from typing import Any
 
 import sqlglot
 
+from dbtools.access.rules import VisibilityRules
 from dbtools.engines.dsn import parse_dsn
 from dbtools.errors import ConnectionFailedError
 from dbtools.source_dsn import SERVER_ENGINES
 from dbtools.sources import SourceSpec
 from dbtools.ssh_tunnel import DEFAULT_KNOWN_HOSTS, DEFAULT_SSH_PORT, SshSettings, parse_jump
-from dbtools.visibility import VisibilityRules
 from mcp_server.identities import IdentitySpec, token_digest
 from mcp_server.settings import OPTIONS, Option
 
@@ -262,7 +262,7 @@ class _Reader:
                 what = f"{dialect} condition" if dialect else "condition"
                 raise self.fail(key, f"not a valid {what}: {str(error).splitlines()[0]}") from None
             filters.append((table, condition))
-        return VisibilityRules(row_filters=tuple(filters), **lists)
+        return VisibilityRules(row_filters=tuple(filters), origin=prefix, **lists)
 
     def checked(
         self,

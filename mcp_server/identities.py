@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from mcp.server.mcpserver import Context
 
-from dbtools.visibility import VisibilityRules
+from dbtools.access.rules import VisibilityRules
 
 # Over stdio (and over HTTP without a token, loopback only) the caller is whoever runs on this machine.
 LOCAL_IDENTITY = "local"

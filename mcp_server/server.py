@@ -22,6 +22,7 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnno
 from mcp_types import Tool as MCPTool
 from pydantic import BaseModel, Field, ValidationError
 
+from dbtools.access.rules import VisibilityRules
 from dbtools.engines import Database, QueryResult, TableInfo
 from dbtools.errors import (
     ConnectionFailedError,
@@ -37,7 +38,6 @@ from dbtools.plural import counted
 from dbtools.schema_search import search_schema
 from dbtools.sources import Source, SourceSet
 from dbtools.value_search import ValueIndex
-from dbtools.visibility import VisibilityRules
 from mcp_server.agent import RoundEvent
 from mcp_server.agent.errors import ModelError, PolicyConfigError
 from mcp_server.agent.policies import MODEL_SETUP_HINT

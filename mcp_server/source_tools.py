@@ -12,9 +12,9 @@ from typing import Annotated
 
 from pydantic import Field
 
+from dbtools.access.rules import VisibilityRules
 from dbtools.errors import DatabaseToolError
 from dbtools.sources import ServerLimits, Source, SourceSet
-from dbtools.visibility import VisibilityRules
 from mcp_server.server_models import SourceSummary
 from mcp_server.settings import Settings
 

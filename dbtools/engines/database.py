@@ -38,6 +38,8 @@ class Database(ABC):
     # Seconds a schema check is reused: 0 checks at every call; an engine whose check reads big catalogs reuses
     # it, so a schema change shows within that time.
     schema_check_interval_s = 0.0
+    # Whether two table names that differ only in case name two tables (MySQL/MariaDB, by the server's setting).
+    case_sensitive_tables = False
 
     def __init__(self, display_name: str, *, limits: QueryLimits) -> None:
         self.display_name = display_name
@@ -177,6 +179,18 @@ class Database(ABC):
             self.tables()
             parts = self._table_parts.get(identifier) or tuple(identifier.split("."))
         return ".".join(exp.to_identifier(p, quoted=True).sql(self.dialect) for p in parts)
+
+    @property
+    def cache_key(self) -> str:
+        """What anything derived from this database is stored by (the value index's file)."""
+        return f"{self.dialect}:{getattr(self, 'path', None) or self.display_name}"
+
+    def table_reference(self, name: str) -> exp.Table:
+        """The catalog table `name` as a reference the engine can bind to nothing else: each part quoted as the
+        catalog spells it, schema-qualified where the catalog keeps schemas."""
+        self.tables()
+        parts = self._table_parts.get(name) or (name,)
+        return exp.table_(*[exp.to_identifier(p, quoted=True) for p in reversed(parts)])
 
     def tables(self) -> list[TableInfo]:
         """Every user table and view, in catalog order; reloaded when the schema changes."""

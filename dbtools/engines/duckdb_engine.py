@@ -10,11 +10,12 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
+from sqlglot import exp
 
 from dbtools.engines.catalog import ColumnInfo, ForeignKey, TableInfo
 from dbtools.engines.database import Database
@@ -74,8 +75,6 @@ class DuckDBDatabase(Database):
         self._lock = threading.Lock()
         self._alias = alias
         self._use_catalog = f"USE {_quote(alias)}"
-        self._use_for_queries = self._use_catalog
-        self._hidden: Callable[[str, str], bool] | None = None
         try:
             self._conn = _locked_instance(catalog, alias, self.files)
         except duckdb.Error as exc:
@@ -87,46 +86,17 @@ class DuckDBDatabase(Database):
             # deleted (Windows), close() tries again.
             shutil.rmtree(self._scratch, ignore_errors=True)
 
-    def hide(self, hidden: Callable[[str, str], bool]) -> None:
-        """From now on DuckDB itself reads NULL for every (table, column) that `hidden` names: queries run in the
-        in-memory catalog, over views of the attached tables (rebuilt whenever the catalog is read again)."""
-        self._hidden = hidden
-        self._hiding_views(self.tables())
-        self._use_for_queries = "USE memory"
-
-    def _hiding_views(self, tables: list[TableInfo]) -> None:
-        """A view in the in-memory catalog for each attached table, of its schema and name, reading its visible
-        columns and a typed NULL for each hidden one."""
-        statements = []
-        for info in tables:
-            parts = self._table_parts[info.name]
-            schema, table = ("main", *parts) if len(parts) == 1 else parts
-            columns = ", ".join(
-                f"CAST(NULL AS {column.type}) AS {_quote(column.name)}"
-                if self._hidden(info.name, column.name)
-                else _quote(column.name)
-                for column in info.columns
-            )
-            statements.append(f"CREATE SCHEMA IF NOT EXISTS memory.{_quote(schema)}")
-            statements.append(
-                f"CREATE OR REPLACE VIEW memory.{_quote(schema)}.{_quote(table)} AS SELECT {columns} "
-                f"FROM {_quote(self._alias)}.{_quote(schema)}.{_quote(table)}"
-            )
-        with self._lock:
-            for statement in statements:
-                self._conn.execute(statement)
-
     @contextmanager
-    def _cursor(self, timeout_s: float, use: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection of its own for one call (no state carries over), interrupted at the timeout, in the
-        catalog queries run in unless `use` names another."""
+    def _cursor(self, timeout_s: float) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection of its own for one call (no state carries over) in the attached database's catalog,
+        interrupted at the timeout."""
         with self._lock:
             cursor = self._conn.cursor()
         timer = threading.Timer(timeout_s, cursor.interrupt)
         timer.daemon = True
         started = time.perf_counter()
         try:
-            cursor.execute(use or self._use_for_queries)
+            cursor.execute(self._use_catalog)
             timer.start()
             yield cursor
         except duckdb.InterruptException:
@@ -184,9 +154,22 @@ class DuckDBDatabase(Database):
             while batch := cursor.fetchmany(512):
                 yield from batch
 
+    def table_reference(self, name: str) -> exp.Table:
+        self.tables()
+        schema, table = (
+            ("main", *self._table_parts[name])
+            if len(self._table_parts[name]) == 1
+            else self._table_parts[name]
+        )
+        return exp.table_(
+            exp.to_identifier(table, quoted=True),
+            db=exp.to_identifier(schema, quoted=True),
+            catalog=exp.to_identifier(self._alias, quoted=True),
+        )
+
     def _catalog_rows(self, sql: str) -> list[tuple]:
         """Rows of a query of the attached database's own catalog."""
-        with self._cursor(max(self.timeout_s, 30.0), self._use_catalog) as cursor:
+        with self._cursor(max(self.timeout_s, 30.0)) as cursor:
             return cursor.execute(sql).fetchall()
 
     def _schema_marker(self) -> object:
@@ -241,8 +224,6 @@ class DuckDBDatabase(Database):
                 )
             )
         self._table_parts = parts
-        if self._hidden is not None:
-            self._hiding_views(tables)
         return tables
 
     def fingerprint(self, table: str) -> str:

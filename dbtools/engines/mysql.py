@@ -127,6 +127,9 @@ class MySQLDatabase(Database):
             raise ConnectionFailedError(f"cannot connect to {display_name}: {error_text(exc)}") from None
         self.is_mariadb = "mariadb" in first.get_server_info().lower()
         self.database = args["database"]
+        with first.cursor() as cursor:
+            cursor.execute("SELECT @@lower_case_table_names")
+            self.case_sensitive_tables = cursor.fetchone()[0] == 0
         flavour = "MariaDB" if self.is_mariadb else "MySQL"
         address = args.get("unix_socket") or f"{args['host']}:{args['port']}"
         self._warn_about_privileges(first, display_name)

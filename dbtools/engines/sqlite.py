@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from functools import partial
 from pathlib import Path
 from urllib.parse import quote as url_quote
 
+from dbtools.access.functions import allowed_functions
 from dbtools.engines.catalog import ColumnInfo, ForeignKey, TableInfo
 from dbtools.engines.database import Database
 from dbtools.engines.result_caps import ResultCaps
@@ -18,7 +19,6 @@ from dbtools.engines.sqlite_connections import IdleConnections
 from dbtools.engines.sqlite_printf import install_printf_guard, take_printf_refusal
 from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError
 from dbtools.query_limits import DEFAULT_QUERY_LIMITS, QueryLimits
-from dbtools.safety import denied_function_reason
 
 # What a user query may do, as SQLite's authorizer sees it; everything else is denied at compile time.
 _ALLOWED_ACTIONS = {
@@ -47,14 +47,11 @@ def _authorize(
     arg2: str | None,
     db_name: str | None,
     source: str | None,
-    hidden: Callable[[str, str], bool] | None = None,
 ) -> int:
-    """SQLite's compile-time check of every statement: reads only, on top of the read-only connection; a read of
-    a `hidden` (table, column) gives NULL, whatever the statement, even one the query rewriting missed."""
-    if action == sqlite3.SQLITE_READ and hidden is not None and hidden(arg1 or "", arg2 or ""):
-        return sqlite3.SQLITE_IGNORE
+    """SQLite's compile-time check of every statement: reads only, on top of the read-only connection, and only
+    the functions on the allow list."""
     if action in _ALLOWED_ACTIONS:
-        if action == sqlite3.SQLITE_FUNCTION and arg2 and denied_function_reason(arg2.lower()):
+        if action == sqlite3.SQLITE_FUNCTION and arg2 and arg2.lower() not in allowed_functions("sqlite"):
             return sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK
     if action == sqlite3.SQLITE_PRAGMA:
@@ -85,7 +82,6 @@ class SQLiteDatabase(Database):
         if not self.path.is_file():
             raise ConnectionFailedError(f"no SQLite database at {self.path}: check the path in --dsn")
         self._uri = f"file:{url_quote(str(self.path))}?mode=ro"
-        self._hidden: Callable[[str, str], bool] | None = None
         self._connections = IdleConnections(self.path, partial(self._open_connection, False))
         self._user_connections = IdleConnections(self.path, partial(self._open_connection, True))
         with self._connect() as conn:
@@ -97,13 +93,6 @@ class SQLiteDatabase(Database):
                         f"cannot open {self.path}: another process is writing to it; retry when it has finished"
                     ) from None
                 raise ConnectionFailedError(f"cannot read {self.path} as a SQLite database: {exc}") from None
-
-    def hide(self, hidden: Callable[[str, str], bool]) -> None:
-        """From now on SQLite itself reads NULL for every (table, column) that `hidden` names; connections
-        opened before are closed."""
-        self._hidden = hidden
-        self._connections.close()
-        self._user_connections.close()
 
     @contextmanager
     def _connect(
@@ -133,7 +122,7 @@ class SQLiteDatabase(Database):
         except sqlite3.Error as exc:
             raise ConnectionFailedError(f"cannot open {self.path} read-only: {exc}") from None
         conn.execute("PRAGMA query_only = ON")
-        conn.set_authorizer(partial(_authorize, hidden=self._hidden) if self._hidden else _authorize)
+        conn.set_authorizer(_authorize)
         if user_query and hasattr(conn, "setlimit"):  # Python 3.11+; 3.10 has no way to set it
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
         if user_query:

@@ -87,9 +87,8 @@ def as_text(db: Database, expression: str) -> str:
 
 
 def default_index_path(db: Database) -> Path:
-    """Where the index of `db` lives: one file per database identity under the cache directory."""
-    identity = f"{db.dialect}:{getattr(db, 'path', None) or db.display_name}"
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:24]
+    """Where the index of `db` lives: one file per database and rule set under the cache directory."""
+    digest = hashlib.sha256(db.cache_key.encode()).hexdigest()[:24]
     return cache_dir() / "value-index" / f"{db.dialect}-{digest}.sqlite"
 
 

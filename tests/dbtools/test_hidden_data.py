@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from mcp import Client
 
+from dbtools.access.rules import VisibilityRules
 from dbtools.sources import ServerLimits, SourceSet, SourceSpec
-from dbtools.visibility import VisibilityRules
 from mcp_server.server import build_server
 from mcp_server.settings import Settings
 from tests.fixture_schema import mysql_connection
@@ -270,31 +270,11 @@ def test_the_tools_show_no_hidden_table_column_or_row(hidden_dsn):
 
 
 def same_error(result, name: str) -> str:
-    """An error's text with the name asked about and the fence's random tag taken out."""
+    """An error's text with the name asked about, the fence's random tag and DuckDB's candidates (visible names,
+    ranked by their likeness to the name asked) taken out."""
     text = re.sub(r"UNTRUSTED DATA [0-9a-f]+", "UNTRUSTED DATA", result.content[0].text)
+    text = re.sub(r"Candidate bindings: .*", "", text)
     return re.sub(name, "NAME", text)
-
-
-@pytest.mark.parametrize("engine", ["sqlite", "duckdb"])
-def test_the_engine_itself_reads_null_for_a_hidden_column_the_rewriting_never_saw(engine, tmp_path):
-    """The second layer: a statement that reaches SQLite (its authorizer) or DuckDB (the views it queries
-    through) unrewritten still reads no hidden value."""
-    path = tmp_path / f"hidden.{engine}"
-    with sqlite3.connect(path) if engine == "sqlite" else duckdb.connect(str(path)) as conn:
-        fill(conn.execute, "?")
-    sources = served(str(path))
-    try:
-        guarded = sources.get(None).database()
-        rows = list(guarded._inner.stream("SELECT name, email FROM customers ORDER BY id"))
-        secret = list(guarded._inner.stream("SELECT value FROM secrets"))
-    finally:
-        sources.close()
-    assert rows == [
-        ("Ada", None),
-        ("Grace", None),
-        (f"{MARKER}-us-name", None),
-    ]  # rows are the rewriting's job
-    assert secret == [(None,)]
 
 
 @pytest.mark.parametrize("hidden_dsn", [e for e in ENGINES if e != "sqlite" and e != "duckdb"], indirect=True)

@@ -86,10 +86,10 @@ def test_catalog_and_fingerprint_follow_changes(mysql_dsn, monkeypatch, open_db)
 
 def test_a_connection_the_server_ends_is_replaced_on_the_next_call(mysql_dsn, open_db):
     db = open_db(mysql_dsn, timeout_s=5.0)
-    [(pooled,)] = db.query("SELECT CONNECTION_ID()").rows
+    [(pooled,)] = list(db.stream("SELECT CONNECTION_ID()"))  # the program's own SQL: queries may not ask
     with mysql_connection(mysql_dsn) as conn, conn.cursor() as cursor:
         cursor.execute(f"KILL CONNECTION {pooled}")
-    [(replacement,)] = db.query("SELECT CONNECTION_ID()").rows
+    [(replacement,)] = list(db.stream("SELECT CONNECTION_ID()"))
     assert replacement != pooled
 
 

@@ -4,7 +4,7 @@ and row filters, and the catalog as it looks under them."""
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from dbtools.engines import ColumnInfo, ForeignKey, TableInfo
 
@@ -27,6 +27,8 @@ class VisibilityRules:
     hidden_tables: tuple[str, ...] = ()
     hidden_columns: tuple[str, ...] = ()  # "table.column", either part a glob
     row_filters: tuple[tuple[str, str], ...] = ()  # (table, SQL condition on its columns)
+    # Where the rules were written ("sources.hr", "identities.alice"): the key path errors about them name.
+    origin: str = field(default="", compare=False, repr=False)
 
     @property
     def active(self) -> bool:
@@ -40,6 +42,7 @@ class VisibilityRules:
             hidden_tables=self.hidden_tables + other.hidden_tables,
             hidden_columns=self.hidden_columns + other.hidden_columns,
             row_filters=self.row_filters + other.row_filters,
+            origin=self.origin,
         )
 
     def table_visible(self, name: str) -> bool:

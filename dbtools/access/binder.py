@@ -1,0 +1,100 @@
+"""Which relation each table reference of a query means, decided by SQL's scoping rules: a common table
+expression is visible in the query of its own WITH (the later ones of that WITH included, and its own body when
+RECURSIVE) and shadows any table of its name there, and nowhere else; every other name is a catalog table.
+
+The bound query names nothing the engine could bind otherwise: each CTE gets a fresh name (its references keep
+their old name as an alias), and each catalog reference is replaced by what the caller makes of it."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from dbtools.access.names import NameRules
+
+# A name no catalog table has: a CTE renamed to it cannot capture a table reference, nor a table a CTE's.
+FRESH_CTE_PREFIX = "sqlscout_cte_"
+
+
+@dataclass
+class TableReference:
+    """One reference to a catalog table, with the name it was written with."""
+
+    node: exp.Table
+
+    @property
+    def written(self) -> str:
+        return ".".join(part.name for part in self.node.parts)
+
+
+@dataclass
+class BoundTables:
+    """The references a query makes to catalog tables, and its CTE references already renamed."""
+
+    tree: exp.Expression
+    references: list[TableReference] = field(default_factory=list)
+
+
+class TableBinder:
+    """Binds the table references of queries in one dialect."""
+
+    def __init__(self, names: NameRules) -> None:
+        self.names = names
+
+    def bind(self, tree: exp.Expression) -> BoundTables:
+        """`tree` (changed in place) with every CTE renamed; its catalog table references listed, in order."""
+        bound = BoundTables(tree)
+        fresh = (f"{FRESH_CTE_PREFIX}{n}" for n in itertools.count(1))
+        self._walk(tree, {}, bound, fresh)
+        return bound
+
+    def _walk(self, node: exp.Expression, ctes: dict[str, str], bound: BoundTables, fresh) -> None:
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
+            self._reference(node, ctes, bound)
+            for key in ("joins", "laterals", "pivots"):
+                for child in node.args.get(key) or []:
+                    self._walk(child, ctes, bound, fresh)
+            return
+        with_ = node.args.get("with_") if isinstance(node, exp.Query) else None
+        if isinstance(with_, exp.With):
+            ctes = self._bind_with(with_, ctes, bound, fresh)
+        for child in list(node.iter_expressions()):
+            if child is not with_:
+                self._walk(child, ctes, bound, fresh)
+
+    def _bind_with(self, with_: exp.With, outer: dict[str, str], bound: BoundTables, fresh) -> dict[str, str]:
+        """The CTE names in scope in the WITH's own query; each CTE's body bound in the scope SQL gives it."""
+        recursive = bool(with_.args.get("recursive"))
+        scope = dict(outer)
+        ctes = list(with_.expressions)
+        if recursive:  # every CTE of a WITH RECURSIVE sees all of them
+            for cte in ctes:
+                scope[self.names.key(cte.args["alias"].this)] = next(fresh)
+        for cte in ctes:
+            key = self.names.key(cte.args["alias"].this)
+            self._walk(cte.this, scope, bound, fresh)
+            if not recursive:  # visible to the CTEs after it and to the query, not to itself
+                scope = {**scope, key: next(fresh)}
+            cte.args["alias"].set("this", exp.to_identifier(scope[key], quoted=True))
+        return scope
+
+    def _reference(self, node: exp.Table, ctes: dict[str, str], bound: BoundTables) -> None:
+        if not node.args.get("db") and not node.args.get("catalog"):
+            renamed = ctes.get(self.names.key(node.this))
+            if renamed is not None:
+                alias = node.args.get("alias") or exp.TableAlias(this=node.this.copy())
+                node.set("this", exp.to_identifier(renamed, quoted=True))
+                node.set("alias", alias)
+                return
+        bound.references.append(TableReference(node))
+
+
+def replace_references(bound: BoundTables, replacement: Callable[[TableReference], exp.Expression]) -> None:
+    """Each catalog reference of `bound` replaced, in place, by what `replacement` makes of it."""
+    for reference in bound.references:
+        new = replacement(reference)
+        if new is not reference.node:
+            reference.node.replace(new)

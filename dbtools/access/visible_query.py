@@ -1,0 +1,249 @@
+"""A query rewritten to run over visible-only relations: every table reference is bound (binder.py) and replaced.
+A table that no rule touches becomes its exact catalog name; one that a rule touches becomes a derived table,
+`(SELECT its visible columns FROM it WHERE its row filters) AS the reference's alias`, whose filters the engine
+must apply before anything the query asks of the rows; a view over such tables becomes its own definition, so
+rewritten. What reaches the engine is generated from that tree, never the text sent: no clause of it can name a
+hidden column or see a dropped row, whatever a name in the query means to the engine."""
+
+from __future__ import annotations
+
+import functools
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.tokens import TokenType
+
+from dbtools.access.binder import TableBinder, TableReference, replace_references
+from dbtools.access.names import NameRules
+from dbtools.access.rules import VisibilityRules
+from dbtools.engines import TableInfo
+from dbtools.errors import UnknownObjectError, UnsafeQueryError
+from dbtools.name_hints import closest_hint
+
+REMEMBERED_REWRITES = 256
+MAX_VIEW_DEPTH = 8
+# What keeps an engine from evaluating the query's own conditions on rows the filters drop (a failing CAST would
+# tell such a row exists): a derived table with OFFSET/LIMIT is neither merged into the query nor given its
+# conditions (PostgreSQL, SQLite, MySQL/MariaDB, DuckDB).
+_FENCES = {
+    "postgres": lambda q: q.offset(0),
+    "sqlite": lambda q: q.limit(-1).offset(0),
+    "mysql": lambda q: q.limit(exp.Literal.number("18446744073709551615")),
+    "duckdb": lambda q: q.offset(0),
+}
+# Table clauses that cannot follow a table into a derived table.
+_TABLE_CLAUSES = (
+    "sample",
+    "partition",
+    "system_time",
+    "version",
+    "changes",
+    "indexed",
+    "hints",
+    "pivots",
+    "when",
+)
+# SQLite and MySQL name a result column that has no alias by its text as written; the regenerated text may be
+# spelled differently, so such columns get the written text as their alias (up to this length).
+_NAMED_BY_TEXT = ("sqlite", "mysql")
+MAX_TEXT_NAME = 64
+
+
+class Relation:
+    """What a reference to one visible catalog table or view becomes."""
+
+    def __init__(self, info: TableInfo, columns: list[str], filters: list[str], definition=None) -> None:
+        self.info = info
+        self.columns = columns  # the visible ones, in catalog order
+        self.filters = filters
+        self.definition: exp.Query | None = definition  # a view over what the rules touch, read through
+
+
+class VisibleQueries:
+    """Rewrites the queries of one source's catalog under one rule set. Thread-safe: a rewrite shares nothing
+    mutable with another."""
+
+    def __init__(
+        self,
+        db,
+        catalog: list[TableInfo],
+        rules: VisibilityRules,
+        views: dict[str, exp.Query],
+        excluded: set[str] | frozenset[str] = frozenset(),
+    ) -> None:
+        """`db`: the engine (exact table references); `catalog`: every table and view; `views`: the definitions of
+        the views to read through, by catalog name; `excluded`: views hidden because they read what is."""
+        self.db = db
+        self.dialect = db.dialect
+        self.rules = rules
+        self.names = NameRules(self.dialect, db.case_sensitive_tables)
+        self._binder = TableBinder(self.names)
+        self.relations: dict[str, Relation] = {}
+        self._keys: dict[tuple[str, ...], str] = {}
+        for info in catalog:
+            if not rules.table_visible(info.name) or info.name in excluded:
+                continue
+            columns = [c.name for c in info.columns if rules.column_visible(info.name, c.name)]
+            self.relations[info.name] = Relation(
+                info, columns, rules.row_filters_of(info.name), views.get(info.name)
+            )
+            for key in self._written_keys(info.name):
+                self._keys.setdefault(key, info.name)
+        # A model repeats its queries, and a listing counts the same tables again: each is rewritten once.
+        self.rewrite = functools.lru_cache(maxsize=REMEMBERED_REWRITES)(self._rewrite)
+
+    def _written_keys(self, name: str) -> list[tuple[str, ...]]:
+        """Every way a query may name the catalog table `name`, in compared form."""
+        parts = tuple(self.names.catalog_key(p.name) for p in self.db.table_reference(name).parts)
+        keys = [parts]
+        if self.dialect == "postgres" and parts[0] == "public":
+            keys.append(parts[1:])
+        elif self.dialect == "sqlite":
+            keys.append(("main", *parts))
+        elif self.dialect == "duckdb":
+            keys.append(parts[1:])
+            if parts[1] == "main":
+                keys.append(parts[2:])
+        return keys
+
+    def touches(self, name: str) -> bool:
+        relation = self.relations.get(name)
+        return relation is not None and self._rewritten(relation)
+
+    def _rewritten(self, relation: Relation) -> bool:
+        return (
+            relation.definition is not None
+            or relation.filters != []
+            or len(relation.columns) != len(relation.info.columns)
+        )
+
+    def _rewrite(self, sql: str) -> str:
+        """The query to run instead of `sql` (which passed the read-only policy); raises UnknownObjectError or
+        UnsafeQueryError."""
+        try:
+            tree = sqlglot.parse_one(sql, read=self.dialect)
+        except (ParseError, RecursionError) as error:
+            raise UnsafeQueryError(f"the query could not be parsed: {error}") from None
+        names = _written_names(sql, tree, self.dialect) if self.dialect in _NAMED_BY_TEXT else {}
+        tree = self.visible(tree)
+        for projection, text in names.items():
+            projection.replace(exp.alias_(projection.copy(), text, quoted=True))
+        return tree.sql(dialect=self.dialect)
+
+    def visible(self, tree: exp.Expression, depth: int = 0) -> exp.Expression:
+        """`tree` (changed in place) over visible-only relations."""
+        bound = self._binder.bind(tree)
+        replace_references(bound, lambda reference: self._replacement(reference, depth))
+        return bound.tree
+
+    def _replacement(self, reference: TableReference, depth: int) -> exp.Expression:
+        node = reference.node
+        key = tuple(self.names.key(part) for part in node.parts)
+        name = self._keys.get(key)
+        if name is None:
+            visible = list(self.relations)
+            raise UnknownObjectError(
+                f'no table named "{reference.written}"' + closest_hint(reference.written, visible, "tables")
+            )
+        relation = self.relations[name]
+        exact = self.db.table_reference(name)
+        if not self._rewritten(relation):
+            for part in ("this", "db", "catalog"):
+                node.set(part, exact.args.get(part))
+            return node
+        clauses = [key for key in _TABLE_CLAUSES if node.args.get(key)]
+        if clauses:
+            raise UnsafeQueryError(
+                f"{clauses[0].upper()} on {reference.written} is not supported here, since its rows are filtered "
+                "or some of its columns hidden: query it without"
+            )
+        alias = node.args.get("alias") or exp.TableAlias(this=node.this.copy())
+        if relation.definition is not None:
+            if depth >= MAX_VIEW_DEPTH:
+                raise UnsafeQueryError(f"views nested more than {MAX_VIEW_DEPTH} deep cannot be checked")
+            source = self.visible(relation.definition.copy(), depth + 1).subquery(alias="sqlscout_view")
+        else:
+            source = exact
+            if node.args.get("only"):
+                source.set("only", True)
+        inner = exp.select(*[exp.column(c, quoted=True) for c in relation.columns]).from_(source)
+        for condition in relation.filters:
+            inner = inner.where(sqlglot.parse_one(condition, read=self.dialect))
+        if relation.filters:
+            inner = _FENCES[self.dialect](inner)
+        return exp.Subquery(this=inner, alias=alias)
+
+
+def _written_names(sql: str, tree: exp.Expression, dialect: str) -> dict[exp.Expression, str]:
+    """The result columns that the engine names by their text as written: each unaliased projection of the query's
+    leftmost SELECT that is not a bare column, with that text."""
+    select = tree
+    while isinstance(select, exp.SetOperation):
+        select = select.this
+    if not isinstance(select, exp.Select):
+        return {}
+    candidates = [p for p in select.expressions if not isinstance(p, (exp.Alias, exp.Column, exp.Star))]
+    if not candidates:
+        return {}
+    spans = _projection_spans(sql, dialect)
+    if spans is None or len(spans) != len(select.expressions):
+        return {}
+    return {
+        projection: text
+        for projection, text in zip(select.expressions, spans, strict=True)
+        if projection in candidates and 0 < len(text) <= MAX_TEXT_NAME
+    }
+
+
+def _projection_spans(sql: str, dialect: str) -> list[str] | None:
+    """The text of each item of the first SELECT list outside parentheses, as written; None if there is none."""
+    try:
+        tokens = sqlglot.tokenize(sql, read=dialect)
+    except SqlglotError:
+        return None
+    depth, spans, start, end, in_list = 0, [], None, 0, False
+    for token in tokens:
+        kind = token.token_type
+        if kind in (TokenType.L_PAREN, TokenType.L_BRACKET):
+            depth += 1
+        elif kind in (TokenType.R_PAREN, TokenType.R_BRACKET):
+            depth -= 1
+        if depth != 0:
+            if in_list and start is None:
+                start = token.start
+            end = token.end
+            continue
+        if not in_list:
+            if kind == TokenType.SELECT:
+                in_list = True
+            continue
+        if kind in (TokenType.DISTINCT, TokenType.ALL) and start is None and not spans:
+            continue
+        if kind in (
+            TokenType.COMMA,
+            TokenType.FROM,
+            TokenType.WHERE,
+            TokenType.GROUP_BY,
+            TokenType.ORDER_BY,
+            TokenType.LIMIT,
+            TokenType.UNION,
+            TokenType.EXCEPT,
+            TokenType.INTERSECT,
+            TokenType.HAVING,
+            TokenType.WINDOW,
+            TokenType.SEMICOLON,
+        ):
+            if start is None:
+                return None
+            spans.append(sql[start : end + 1].strip())
+            start = None
+            if kind != TokenType.COMMA:
+                return spans
+            continue
+        if start is None:
+            start = token.start
+        end = token.end
+    if start is not None:
+        spans.append(sql[start : end + 1].strip())
+    return spans or None
