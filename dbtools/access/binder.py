@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from dbtools.access.names import NameRules
+from dbtools.errors import UnsafeQueryError
 
 # A name no catalog table has: a CTE renamed to it cannot capture a table reference, nor a table a CTE's.
 FRESH_CTE_PREFIX = "sqlscout_cte_"
@@ -58,6 +59,8 @@ class TableBinder:
                 for child in node.args.get(key) or []:
                     self._walk(child, ctes, bound, fresh)
             return
+        if isinstance(node, exp.Select):
+            self._check_unique_sources(node)
         with_ = node.args.get("with_") if isinstance(node, exp.Query) else None
         if isinstance(with_, exp.With):
             ctes = self._bind_with(with_, ctes, bound, fresh)
@@ -65,16 +68,44 @@ class TableBinder:
             if child is not with_:
                 self._walk(child, ctes, bound, fresh)
 
+    def _check_unique_sources(self, select: exp.Select) -> None:
+        """A FROM clause that names one relation twice is an error on every engine but SQLite (MariaDB lets a
+        derived table repeat a name, so the rewritten query would answer where the original fails)."""
+        if not self.names.unique_source_names:
+            return
+        sources = [select.args["from_"].this] if select.args.get("from_") else []
+        sources += [join.this for join in select.args.get("joins") or []]
+        seen = set()
+        for source in sources:
+            alias = source.args.get("alias")
+            name = (
+                alias.this
+                if alias is not None and alias.this
+                else (source.this if isinstance(source, exp.Table) else None)
+            )
+            if not isinstance(name, exp.Identifier):
+                continue
+            key = self.names.key(name)
+            if key in seen:
+                raise UnsafeQueryError(
+                    f"the FROM clause names {name.name} twice: give each relation a name of its own"
+                )
+            seen.add(key)
+
     def _bind_with(self, with_: exp.With, outer: dict[str, str], bound: BoundTables, fresh) -> dict[str, str]:
         """The CTE names in scope in the WITH's own query; each CTE's body bound in the scope SQL gives it."""
-        recursive = bool(with_.args.get("recursive"))
+        recursive = bool(with_.args.get("recursive")) or self.names.ctes_see_their_whole_with
         scope = dict(outer)
         ctes = list(with_.expressions)
+        keys = [self.names.cte_key(cte.args["alias"].this) for cte in ctes]
+        twice = next((cte.alias for cte, key in zip(ctes, keys) if keys.count(key) > 1), None)
+        if twice is not None:
+            raise UnsafeQueryError(f"the WITH clause names {twice} more than once: name each query once")
         if recursive:  # every CTE of a WITH RECURSIVE sees all of them
             for cte in ctes:
-                scope[self.names.key(cte.args["alias"].this)] = next(fresh)
+                scope[self.names.cte_key(cte.args["alias"].this)] = next(fresh)
         for cte in ctes:
-            key = self.names.key(cte.args["alias"].this)
+            key = self.names.cte_key(cte.args["alias"].this)
             self._walk(cte.this, scope, bound, fresh)
             if not recursive:  # visible to the CTEs after it and to the query, not to itself
                 scope = {**scope, key: next(fresh)}
@@ -83,7 +114,7 @@ class TableBinder:
 
     def _reference(self, node: exp.Table, ctes: dict[str, str], bound: BoundTables) -> None:
         if not node.args.get("db") and not node.args.get("catalog"):
-            renamed = ctes.get(self.names.key(node.this))
+            renamed = ctes.get(self.names.cte_key(node.this))
             if renamed is not None:
                 alias = node.args.get("alias") or exp.TableAlias(this=node.this.copy())
                 node.set("this", exp.to_identifier(renamed, quoted=True))

@@ -1,6 +1,7 @@
-"""How a dialect compares the names of tables and common table expressions: PostgreSQL folds unquoted names to
-lower case and keeps quoted ones as written; SQLite and DuckDB ignore case; MySQL and MariaDB ignore it only
-where the server folds table names (lower_case_table_names)."""
+"""How a dialect binds the names of tables and common table expressions: PostgreSQL folds unquoted names to lower
+case and keeps quoted ones as written; SQLite and DuckDB ignore case; MySQL and MariaDB ignore it for table names
+only where the server folds them (lower_case_table_names), and always for CTE names. SQLite puts every CTE of a
+WITH in scope in all of their bodies."""
 
 from __future__ import annotations
 
@@ -24,6 +25,22 @@ class NameRules:
         if self.dialect == "postgres":
             return name if identifier.args.get("quoted") else name.lower()
         return self.catalog_key(name)
+
+    def cte_key(self, identifier: exp.Identifier) -> str:
+        """The form a CTE's name, or a name that may be one, is compared in: MariaDB compares CTE names without
+        case even where table names keep it."""
+        return identifier.name.lower() if self.dialect == "mysql" else self.key(identifier)
+
+    @property
+    def ctes_see_their_whole_with(self) -> bool:
+        """Whether every CTE of a WITH is in scope in each of their bodies, itself included (SQLite), as in
+        WITH RECURSIVE; elsewhere a plain WITH's CTE sees only the ones before it."""
+        return self.dialect == "sqlite"
+
+    @property
+    def unique_source_names(self) -> bool:
+        """Whether the relations of one FROM clause must have names of their own (all but SQLite)."""
+        return self.dialect != "sqlite"
 
     def catalog_key(self, name: str) -> str:
         """The form a name as the catalog spells it is compared in."""

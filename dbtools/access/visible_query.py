@@ -44,10 +44,6 @@ _TABLE_CLAUSES = (
     "pivots",
     "when",
 )
-# SQLite and MySQL name a result column that has no alias by its text as written; the regenerated text may be
-# spelled differently, so such columns get the written text as their alias (up to this length).
-_NAMED_BY_TEXT = ("sqlite", "mysql")
-MAX_TEXT_NAME = 64
 
 
 class Relation:
@@ -125,10 +121,12 @@ class VisibleQueries:
             tree = sqlglot.parse_one(sql, read=self.dialect)
         except (ParseError, RecursionError) as error:
             raise UnsafeQueryError(f"the query could not be parsed: {error}") from None
-        names = _written_names(sql, tree, self.dialect) if self.dialect in _NAMED_BY_TEXT else {}
+        # An engine that names a result column without an alias by its text would name it by the rewritten text,
+        # which holds the filters: it gets the name the engine gives the text as written.
+        names = _written_names(sql, tree, self.db)
         tree = self.visible(tree)
-        for projection, text in names.items():
-            projection.replace(exp.alias_(projection.copy(), text, quoted=True))
+        for projection, name in names:
+            projection.replace(exp.alias_(projection.copy(), name, quoted=True))
         return tree.sql(dialect=self.dialect)
 
     def visible(self, tree: exp.Expression, depth: int = 0) -> exp.Expression:
@@ -175,25 +173,26 @@ class VisibleQueries:
         return exp.Subquery(this=inner, alias=alias)
 
 
-def _written_names(sql: str, tree: exp.Expression, dialect: str) -> dict[exp.Expression, str]:
-    """The result columns that the engine names by their text as written: each unaliased projection of the query's
-    leftmost SELECT that is not a bare column, with that text."""
+def _written_names(sql: str, tree: exp.Expression, db) -> list[tuple[exp.Expression, str]]:
+    """The names the engine gives the unaliased projections of the query's leftmost SELECT that are not bare
+    columns, where it names them after their text."""
     select = tree
     while isinstance(select, exp.SetOperation):
         select = select.this
     if not isinstance(select, exp.Select):
-        return {}
-    candidates = [p for p in select.expressions if not isinstance(p, (exp.Alias, exp.Column, exp.Star))]
-    if not candidates:
-        return {}
-    spans = _projection_spans(sql, dialect)
+        return []
+    if all(isinstance(p, (exp.Alias, exp.Column, exp.Star)) for p in select.expressions):
+        return []
+    spans = _projection_spans(sql, db.dialect)
     if spans is None or len(spans) != len(select.expressions):
-        return {}
-    return {
-        projection: text
-        for projection, text in zip(select.expressions, spans, strict=True)
-        if projection in candidates and 0 < len(text) <= MAX_TEXT_NAME
-    }
+        return []
+    names = []
+    for projection, text in zip(select.expressions, spans, strict=True):
+        if not isinstance(projection, (exp.Alias, exp.Column, exp.Star)):
+            name = db.result_name(text)
+            if name:
+                names.append((projection, name))
+    return names
 
 
 def _projection_spans(sql: str, dialect: str) -> list[str] | None:

@@ -185,6 +185,11 @@ class Database(ABC):
         """What anything derived from this database is stored by (the value index's file)."""
         return f"{self.dialect}:{getattr(self, 'path', None) or self.display_name}"
 
+    def result_name(self, text: str) -> str | None:
+        """The name the engine gives a result column without an alias written as `text` (an expression), where the
+        name comes from the text; None where it comes from the expression's kind alone."""
+        return text
+
     def table_reference(self, name: str) -> exp.Table:
         """The catalog table `name` as a reference the engine can bind to nothing else: each part quoted as the
         catalog spells it, schema-qualified where the catalog keeps schemas."""

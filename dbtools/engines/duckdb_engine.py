@@ -131,6 +131,16 @@ class DuckDBDatabase(Database):
                     break
             return columns
 
+    def result_name(self, text: str) -> str | None:
+        # DuckDB names such a column by its own rendering of the parsed expression: parsed here, never bound.
+        try:
+            with self._cursor(self.timeout_s) as cursor:
+                sql = "SELECT json_deserialize_sql(json_serialize_sql(?))"
+                [(rendered,)] = cursor.execute(sql, ["SELECT " + text]).fetchall()
+        except QueryError:
+            return None
+        return rendered.removeprefix("SELECT ") if rendered.startswith("SELECT ") else None
+
     def _plan(self, sql: str, timeout_s: float) -> str:
         with self._cursor(timeout_s) as cursor:
             self._check_select(cursor, sql)

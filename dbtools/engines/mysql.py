@@ -101,6 +101,10 @@ WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s
 """
 
 
+# The longest column alias MySQL and MariaDB take.
+MAX_ALIAS_CHARS = 256
+
+
 class MySQLDatabase(Database):
     """A MySQL or MariaDB database behind a connection pool; safe for many threads at once."""
 
@@ -216,6 +220,9 @@ class MySQLDatabase(Database):
                     break
             cursor.close()
             return columns
+
+    def result_name(self, text: str) -> str | None:
+        return text[:MAX_ALIAS_CHARS]
 
     def _plan(self, sql: str, timeout_s: float) -> str:
         with self._call(timeout_s) as conn, conn.cursor() as cursor:

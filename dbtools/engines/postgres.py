@@ -180,6 +180,9 @@ class PostgresDatabase(Database):
             rows.close()
             return _columns(conn, described)
 
+    def result_name(self, text: str) -> str | None:
+        return None  # a function's name, a column's, or ?column?
+
     def _plan(self, sql: str, timeout_s: float) -> str:
         # Options first: whatever the statement starts with, it cannot be read as EXPLAIN's own options. stream()
         # uses the extended protocol, which runs exactly one statement.
