@@ -13,9 +13,10 @@ from functools import partial
 import configargparse
 from tqdm import tqdm
 
+from dbtools.access.rule_check import RulesError
 from dbtools.engines import Database, open_database
 from dbtools.engines.dsn import parse_dsn
-from dbtools.errors import DatabaseToolError
+from dbtools.errors import ConnectionFailedError, DatabaseToolError
 from dbtools.plural import counted
 from dbtools.sources import SourceSet
 from mcp_server.agent.errors import ModelError, PolicyConfigError
@@ -179,6 +180,26 @@ def serve(settings: Settings, sources: SourceSet, config: ServerConfig | None) -
     return 0
 
 
+def check_rules_at_start(sources: SourceSet, config: ServerConfig) -> None:
+    """Check every source's rules, and every identity's on the sources it may use, against the real catalog of
+    each source reachable now (RulesError on the first misfit); the others are checked when first reached."""
+    for source in sources:
+        extras = [None] + [
+            i.rules
+            for i in config.identities
+            if i.rules.active and (i.sources is None or source.name in i.sources)
+        ]
+        if not source.spec.rules.active and len(extras) == 1:
+            continue
+        try:
+            for extra in extras:
+                source.check_rules(extra)
+        except ConnectionFailedError as error:
+            log.warning(
+                "source %s cannot be reached now (%s): its rules are checked when it is", source.name, error
+            )
+
+
 def print_token(parser: configargparse.ArgumentParser, name: str) -> int:
     if not SOURCE_NAME.fullmatch(name):
         parser.error(f"identity name {name!r}: use lower-case letters, digits, '_' and '-'")
@@ -284,6 +305,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if config is not None and config.sources:
         sources = SourceSet(list(config.sources), server_limits(settings))
+        try:
+            check_rules_at_start(sources, config)
+        except RulesError as error:
+            sources.close()
+            print(f"sqlscout: {config.path}: {error}", file=sys.stderr)
+            return 2
     else:
         try:
             # A lone database is opened now: a server with nothing it can serve should not start.

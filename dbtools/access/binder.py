@@ -98,7 +98,7 @@ class TableBinder:
         scope = dict(outer)
         ctes = list(with_.expressions)
         keys = [self.names.cte_key(cte.args["alias"].this) for cte in ctes]
-        twice = next((cte.alias for cte, key in zip(ctes, keys) if keys.count(key) > 1), None)
+        twice = next((cte.alias for cte, key in zip(ctes, keys, strict=True) if keys.count(key) > 1), None)
         if twice is not None:
             raise UnsafeQueryError(f"the WITH clause names {twice} more than once: name each query once")
         if recursive:  # every CTE of a WITH RECURSIVE sees all of them

@@ -11,11 +11,11 @@ import functools
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, SqlglotError
-from sqlglot.tokens import TokenType
+from sqlglot.errors import ParseError
 
 from dbtools.access.binder import TableBinder, TableReference, replace_references
 from dbtools.access.names import NameRules
+from dbtools.access.result_names import result_names
 from dbtools.access.rules import VisibilityRules
 from dbtools.engines import TableInfo
 from dbtools.errors import UnknownObjectError, UnsafeQueryError
@@ -123,7 +123,7 @@ class VisibleQueries:
             raise UnsafeQueryError(f"the query could not be parsed: {error}") from None
         # An engine that names a result column without an alias by its text would name it by the rewritten text,
         # which holds the filters: it gets the name the engine gives the text as written.
-        names = _written_names(sql, tree, self.db)
+        names = result_names(sql, tree, self.db)
         tree = self.visible(tree)
         for projection, name in names:
             projection.replace(exp.alias_(projection.copy(), name, quoted=True))
@@ -171,78 +171,3 @@ class VisibleQueries:
         if relation.filters:
             inner = _FENCES[self.dialect](inner)
         return exp.Subquery(this=inner, alias=alias)
-
-
-def _written_names(sql: str, tree: exp.Expression, db) -> list[tuple[exp.Expression, str]]:
-    """The names the engine gives the unaliased projections of the query's leftmost SELECT that are not bare
-    columns, where it names them after their text."""
-    select = tree
-    while isinstance(select, exp.SetOperation):
-        select = select.this
-    if not isinstance(select, exp.Select):
-        return []
-    if all(isinstance(p, (exp.Alias, exp.Column, exp.Star)) for p in select.expressions):
-        return []
-    spans = _projection_spans(sql, db.dialect)
-    if spans is None or len(spans) != len(select.expressions):
-        return []
-    names = []
-    for projection, text in zip(select.expressions, spans, strict=True):
-        if not isinstance(projection, (exp.Alias, exp.Column, exp.Star)):
-            name = db.result_name(text)
-            if name:
-                names.append((projection, name))
-    return names
-
-
-def _projection_spans(sql: str, dialect: str) -> list[str] | None:
-    """The text of each item of the first SELECT list outside parentheses, as written; None if there is none."""
-    try:
-        tokens = sqlglot.tokenize(sql, read=dialect)
-    except SqlglotError:
-        return None
-    depth, spans, start, end, in_list = 0, [], None, 0, False
-    for token in tokens:
-        kind = token.token_type
-        if kind in (TokenType.L_PAREN, TokenType.L_BRACKET):
-            depth += 1
-        elif kind in (TokenType.R_PAREN, TokenType.R_BRACKET):
-            depth -= 1
-        if depth != 0:
-            if in_list and start is None:
-                start = token.start
-            end = token.end
-            continue
-        if not in_list:
-            if kind == TokenType.SELECT:
-                in_list = True
-            continue
-        if kind in (TokenType.DISTINCT, TokenType.ALL) and start is None and not spans:
-            continue
-        if kind in (
-            TokenType.COMMA,
-            TokenType.FROM,
-            TokenType.WHERE,
-            TokenType.GROUP_BY,
-            TokenType.ORDER_BY,
-            TokenType.LIMIT,
-            TokenType.UNION,
-            TokenType.EXCEPT,
-            TokenType.INTERSECT,
-            TokenType.HAVING,
-            TokenType.WINDOW,
-            TokenType.SEMICOLON,
-        ):
-            if start is None:
-                return None
-            spans.append(sql[start : end + 1].strip())
-            start = None
-            if kind != TokenType.COMMA:
-                return spans
-            continue
-        if start is None:
-            start = token.start
-        end = token.end
-    if start is not None:
-        spans.append(sql[start : end + 1].strip())
-    return spans or None

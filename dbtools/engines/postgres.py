@@ -82,6 +82,7 @@ class PostgresDatabase(Database):
     """A PostgreSQL database behind a connection pool; safe for many threads at once."""
 
     dialect = "postgres"
+    result_names_by_text = False
     placeholder = "%s"
     # The check sums over pg_class, pg_attribute, pg_constraint and pg_description, system catalogs included:
     # about 10 ms a call on a small database.

@@ -1,0 +1,129 @@
+"""The names of result columns that have no alias, kept as the engine gives them to the query as written: SQLite
+and MySQL name such a column by its text, DuckDB by its rendering of the parsed expression. The rewritten query's
+text differs (and holds the row filters), so each such projection is given that name as its alias; PostgreSQL
+names them by their kind (a function's name, ?column?), which the rewriting keeps."""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
+
+_NAMED = (exp.Alias, exp.Column, exp.Star)
+# What ends a SELECT list at its own depth.
+_LIST_ENDS = {
+    TokenType.FROM,
+    TokenType.WHERE,
+    TokenType.GROUP_BY,
+    TokenType.HAVING,
+    TokenType.ORDER_BY,
+    TokenType.LIMIT,
+    TokenType.OFFSET,
+    TokenType.FETCH,
+    TokenType.UNION,
+    TokenType.EXCEPT,
+    TokenType.INTERSECT,
+    TokenType.WINDOW,
+    TokenType.QUALIFY,
+    TokenType.INTO,
+    TokenType.SEMICOLON,
+}
+
+
+def result_names(sql: str, tree: exp.Expression, db) -> list[tuple[exp.Expression, str]]:
+    """(projection, the name the engine gives it) for each unaliased projection of every SELECT in `tree` (parsed
+    from `sql`, not yet rewritten) that is not a bare column, where the name depends on how it is written."""
+    selects = [s for s in tree.find_all(exp.Select) if any(not isinstance(p, _NAMED) for p in s.expressions)]
+    if not selects:
+        return []
+    named = []
+    if db.result_names_by_text:
+        written = _written_lists(sql, db.dialect)
+        for select in selects:
+            signature = tuple(p.sql(dialect=db.dialect) for p in select.expressions)
+            spans = written[signature].popleft() if written.get(signature) else None
+            for projection, text in zip(select.expressions, spans or [], strict=False):
+                if not isinstance(projection, _NAMED):
+                    named.append((projection, db.result_name(text)))
+        return [(p, n) for p, n in named if n]
+    for select in selects:
+        for projection in select.expressions:
+            if not isinstance(projection, _NAMED) and projection.find(exp.Query) is not None:
+                named.append((projection, db.result_name(projection.sql(dialect=db.dialect))))
+    return [(p, n) for p, n in named if n]
+
+
+def _written_lists(sql: str, dialect: str) -> dict[tuple[str, ...], deque[list[str]]]:
+    """The text of each item of each SELECT list in `sql`, in text order, by the list's generated form."""
+    lists: dict[tuple[str, ...], deque[list[str]]] = defaultdict(deque)
+    for spans in _select_lists(sql, dialect):
+        try:
+            signature = tuple(sqlglot.parse_one(span, read=dialect).sql(dialect=dialect) for span in spans)
+        except SqlglotError:
+            continue
+        lists[signature].append(spans)
+    return lists
+
+
+class _List:
+    """One SELECT list being read: its depth in parentheses, the items read so far, the one being read."""
+
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+        self.spans: list[tuple[int, int]] = []
+        self.start: int | None = None
+        self.end = 0
+        self.open = True
+
+    def extend(self, token) -> None:
+        if self.start is None:
+            self.start = token.start
+        self.end = token.end
+
+    def cut(self) -> None:
+        if self.start is not None:
+            self.spans.append((self.start, self.end))
+        self.start = None
+
+
+def _select_lists(sql: str, dialect: str) -> list[list[str]]:
+    try:
+        tokens = sqlglot.tokenize(sql, read=dialect)
+    except SqlglotError:
+        return []
+    depth, reading, done = 0, [], []
+    previous = None
+    for token in tokens:
+        kind = token.token_type
+        if kind in (TokenType.R_PAREN, TokenType.R_BRACKET):
+            depth -= 1
+            while reading and reading[-1].depth > depth:  # a subquery's list ends with its parenthesis
+                closed = reading.pop()
+                closed.cut()
+                done.append(closed)
+        owner = reading[-1] if reading else None
+        if owner is not None and owner.depth == depth and kind == TokenType.COMMA:
+            owner.cut()
+        elif owner is not None and owner.depth == depth and kind in _LIST_ENDS:
+            owner.cut()
+            done.append(reading.pop())
+        elif owner is not None and not (
+            owner.start is None
+            and not owner.spans
+            and kind in (TokenType.DISTINCT, TokenType.ALL)
+            and previous == TokenType.SELECT
+        ):
+            owner.extend(token)
+        if kind == TokenType.SELECT:
+            reading.append(_List(depth))
+        if kind in (TokenType.L_PAREN, TokenType.L_BRACKET):
+            depth += 1
+        previous = kind
+    for left in reading:
+        left.cut()
+        done.append(left)
+    done.sort(key=lambda found: found.spans[0][0] if found.spans else 0)
+    return [[sql[start : end + 1].strip() for start, end in found.spans] for found in done if found.spans]
