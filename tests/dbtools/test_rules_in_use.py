@@ -18,7 +18,7 @@ from dbtools.errors import ConnectionFailedError, QueryError
 from dbtools.sources import ServerLimits, SourceSet, SourceSpec
 from mcp_server.server import build_server, name_hints
 from mcp_server.settings import Settings
-from tests.dbtools.redacted_pair import MARKER, ENGINES, redacted_pair, rules
+from tests.dbtools.redacted_pair import ENGINES, MARKER, redacted_pair, rules
 from tests.server.test_cli import run_cli
 
 LIMITS = ServerLimits(timeout=5.0, max_rows=100, pool_size=2, connect_timeout=5)
