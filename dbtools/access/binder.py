@@ -69,10 +69,9 @@ class TableBinder:
                 self._walk(child, ctes, bound, fresh)
 
     def _check_unique_sources(self, select: exp.Select) -> None:
-        """A FROM clause that names one relation twice is an error on every engine but SQLite (MariaDB lets a
-        derived table repeat a name, so the rewritten query would answer where the original fails)."""
-        if not self.names.unique_source_names:
-            return
+        """A FROM clause that names one relation twice is refused: PostgreSQL, DuckDB and MySQL refuse it, SQLite
+        as soon as a name is ambiguous, but MariaDB and SQLite let derived tables repeat a name, so the rewritten
+        query could answer where the original fails."""
         sources = [select.args["from_"].this] if select.args.get("from_") else []
         sources += [join.this for join in select.args.get("joins") or []]
         seen = set()

@@ -37,11 +37,6 @@ class NameRules:
         WITH RECURSIVE; elsewhere a plain WITH's CTE sees only the ones before it."""
         return self.dialect == "sqlite"
 
-    @property
-    def unique_source_names(self) -> bool:
-        """Whether the relations of one FROM clause must have names of their own (all but SQLite)."""
-        return self.dialect != "sqlite"
-
     def catalog_key(self, name: str) -> str:
         """The form a name as the catalog spells it is compared in."""
         if self.dialect == "postgres" or (self.dialect == "mysql" and self.case_sensitive_tables):

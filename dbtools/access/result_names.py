@@ -1,7 +1,7 @@
 """The names of result columns that have no alias, kept as the engine gives them to the query as written: SQLite
-and MySQL name such a column by its text, DuckDB by its rendering of the parsed expression. The rewritten query's
-text differs (and holds the row filters), so each such projection is given that name as its alias; PostgreSQL
-names them by their kind (a function's name, ?column?), which the rewriting keeps."""
+and MySQL name such a column by its text, DuckDB by its rendering of the text's parsed expression. The rewritten
+query's text differs (and holds the row filters), so each such projection is given that name as its alias;
+PostgreSQL names them by their kind (a function's name, ?column?), which the rewriting keeps."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
-_NAMED = (exp.Alias, exp.Column, exp.Star)
+# Projections named by the column they read, whatever their text.
+_NAMED = (exp.Alias, exp.Column, exp.Star, exp.PositionalColumn)
 # What ends a SELECT list at its own depth.
 _LIST_ENDS = {
     TokenType.FROM,
@@ -34,26 +35,31 @@ _LIST_ENDS = {
 
 
 def result_names(sql: str, tree: exp.Expression, db) -> list[tuple[exp.Expression, str]]:
-    """(projection, the name the engine gives it) for each unaliased projection of every SELECT in `tree` (parsed
-    from `sql`, not yet rewritten) that is not a bare column, where the name depends on how it is written."""
+    """(projection, the name the engine gives it as written) for each unaliased projection of every SELECT in
+    `tree` (parsed from `sql`, not yet rewritten) that is not a bare column, where the engine names it after its
+    text. A name two projections of one inner SELECT would share is left out: MySQL refuses a derived table with
+    two columns aliased alike, and names them from the text only where it allows them."""
+    if not db.result_names_by_text:
+        return []
     selects = [s for s in tree.find_all(exp.Select) if any(not isinstance(p, _NAMED) for p in s.expressions)]
     if not selects:
         return []
+    written = _written_lists(sql, db.dialect)
+    outermost = tree
+    while isinstance(outermost, exp.SetOperation):
+        outermost = outermost.this
     named = []
-    if db.result_names_by_text:
-        written = _written_lists(sql, db.dialect)
-        for select in selects:
-            signature = tuple(p.sql(dialect=db.dialect) for p in select.expressions)
-            spans = written[signature].popleft() if written.get(signature) else None
-            for projection, text in zip(select.expressions, spans or [], strict=False):
-                if not isinstance(projection, _NAMED):
-                    named.append((projection, db.result_name(text)))
-        return [(p, n) for p, n in named if n]
     for select in selects:
-        for projection in select.expressions:
-            if not isinstance(projection, _NAMED) and projection.find(exp.Query) is not None:
-                named.append((projection, db.result_name(projection.sql(dialect=db.dialect))))
-    return [(p, n) for p, n in named if n]
+        signature = tuple(p.sql(dialect=db.dialect) for p in select.expressions)
+        spans = written[signature].popleft() if written.get(signature) else []
+        names = [
+            (projection, db.result_name(text))
+            for projection, text in zip(select.expressions, spans, strict=False)
+            if not isinstance(projection, _NAMED)
+        ]
+        shared = {name for _, name in names if [n for _, n in names].count(name) > 1}
+        named += [(p, n) for p, n in names if n and (select is outermost or n not in shared)]
+    return named
 
 
 def _written_lists(sql: str, dialect: str) -> dict[tuple[str, ...], deque[list[str]]]:

@@ -46,6 +46,32 @@ _TABLE_CLAUSES = (
 )
 
 
+def _refuse_syntax_the_engine_lacks(tree: exp.Expression, dialect: str) -> None:
+    """sqlglot writes some clauses that an engine lacks as other SQL (DISTINCT ON as a window over a subquery):
+    the engine would refuse the query as written, so it is refused here rather than run as something else."""
+    for select in tree.find_all(exp.Select):
+        distinct = select.args.get("distinct")
+        lacking = []
+        if distinct is not None and distinct.args.get("on") is not None and dialect in ("sqlite", "mysql"):
+            lacking.append("DISTINCT ON")
+        if select.args.get("qualify") is not None and dialect != "duckdb":
+            lacking.append("QUALIFY")
+        if select.args.get("connect") is not None:
+            lacking.append("CONNECT BY")
+        for join in select.args.get("joins") or []:
+            if join.kind in ("SEMI", "ANTI") and dialect != "duckdb":
+                lacking.append(f"{join.kind} JOIN")
+            if join.side == "FULL" and dialect == "mysql":
+                lacking.append("FULL JOIN")
+        if lacking:
+            raise UnsafeQueryError(
+                f"{lacking[0]} is not SQL that {_ENGINE_NAMES[dialect]} reads: write it without"
+            )
+
+
+_ENGINE_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mysql": "MySQL", "duckdb": "DuckDB"}
+
+
 class Relation:
     """What a reference to one visible catalog table or view becomes."""
 
@@ -123,6 +149,7 @@ class VisibleQueries:
             raise UnsafeQueryError(f"the query could not be parsed: {error}") from None
         # An engine that names a result column without an alias by its text would name it by the rewritten text,
         # which holds the filters: it gets the name the engine gives the text as written.
+        _refuse_syntax_the_engine_lacks(tree, self.dialect)
         names = result_names(sql, tree, self.db)
         tree = self.visible(tree)
         for projection, name in names:

@@ -40,7 +40,7 @@ class Database(ABC):
     schema_check_interval_s = 0.0
     # Whether two table names that differ only in case name two tables (MySQL/MariaDB, by the server's setting).
     case_sensitive_tables = False
-    # Whether a result column without an alias is named by its text as written (SQLite, MySQL).
+    # Whether a result column without an alias is named after its text as written (SQLite, MySQL, DuckDB).
     result_names_by_text = True
 
     def __init__(self, display_name: str, *, limits: QueryLimits) -> None:

@@ -52,7 +52,6 @@ class DuckDBDatabase(Database):
     """A DuckDB database file, or data files as one view each; safe for many threads (a cursor per call)."""
 
     dialect = "duckdb"
-    result_names_by_text = False
     placeholder = "?"
 
     def __init__(self, target: str | Path, *, limits: QueryLimits = DEFAULT_QUERY_LIMITS) -> None:

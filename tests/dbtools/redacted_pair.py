@@ -148,7 +148,10 @@ def redacted_pair(engine: str, folder: Path, server_dsn: str | None) -> Iterator
             else (lambda: duckdb.connect(str(paths[1]), read_only=True))
         )
         reader = connect()
-        yield RedactedPair(engine, str(paths[0]), lambda sql: _run(reader.execute(sql)))
+        # DuckDB names a file's catalog after the file: the copy's is "redacted".
+        yield RedactedPair(
+            engine, str(paths[0]), lambda sql: _run(reader.execute(sql.replace("original.", "redacted.")))
+        )
         reader.close()
         return
     names = [f"oracle_{kind}_{uuid.uuid4().hex[:8]}" for kind in ("original", "redacted")]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from dbtools.access.rules import VisibilityRules
 from dbtools.errors import DatabaseToolError, QueryError, UnknownObjectError, UnsafeQueryError
 from dbtools.sources import ServerLimits, SourceSet, SourceSpec
 from tests.dbtools.hidden_queries import ATTACKS, LEGITIMATE, for_engine, queries
@@ -29,10 +30,19 @@ GENERATED_FULL = 2500
 class Oracle:
     """One engine's pair: the original served under the rules, and the redacted copy."""
 
-    def __init__(self, pair) -> None:
+    def __init__(self, pair, identity: bool = False) -> None:
+        """`identity`: the rules split between the source's and a calling identity's, which apply on top."""
         self.pair = pair
-        self.sources = SourceSet([SourceSpec("main", pair.original, rules=rules(pair.engine))], LIMITS)
-        self.db = self.sources.get(None).database()
+        every = rules(pair.engine)
+        if identity:
+            source_rules = VisibilityRules(
+                hidden_tables=every.hidden_tables, row_filters=every.row_filters[:1]
+            )
+            extra = VisibilityRules(hidden_columns=every.hidden_columns, row_filters=every.row_filters[1:])
+        else:
+            source_rules, extra = every, None
+        self.sources = SourceSet([SourceSpec("main", pair.original, rules=source_rules)], LIMITS)
+        self.db = self.sources.get(None).database(extra)
         self.verdicts: dict[str, int] = {"refused": 0, "same rows": 0, "errors on both": 0}
 
     def check(self, sql: str) -> str:
@@ -95,6 +105,17 @@ def test_every_known_attack_is_refused_or_answers_as_the_redacted_copy(oracle):
         if sql in verdicts:
             assert verdicts[sql] == "refused", sql
     assert oracle.verdicts["same rows"] >= 15, oracle.verdicts
+
+
+def test_an_identitys_rules_on_top_of_the_sources_hold_as_one_rule_set(oracle):
+    split = Oracle(oracle.pair, identity=True)
+    try:
+        for sql in ATTACKS:
+            split.check(for_engine(sql, oracle.pair.engine))
+        for sql in LEGITIMATE:
+            assert split.check(for_engine(sql, oracle.pair.engine)) == "same rows", sql
+    finally:
+        split.sources.close()
 
 
 def test_ordinary_queries_are_never_refused_and_answer_as_the_redacted_copy(oracle):
