@@ -18,6 +18,8 @@ from dbtools.errors import UnsafeQueryError
 
 # A name no catalog table has: a CTE renamed to it cannot capture a table reference, nor a table a CTE's.
 FRESH_CTE_PREFIX = "sqlscout_cte_"
+# The mark of a table reference made or renamed by binding: the generated query may hold no other.
+BOUND = "sqlscout_bound"
 
 
 @dataclass
@@ -55,15 +57,21 @@ class TableBinder:
     def _walk(self, node: exp.Expression, ctes: dict[str, str], bound: BoundTables, fresh) -> None:
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
             self._reference(node, ctes, bound)
-            for key in ("joins", "laterals", "pivots"):
-                for child in node.args.get(key) or []:
-                    self._walk(child, ctes, bound, fresh)
+            # Everything else a table carries (joins, TABLESAMPLE and AT arguments, hints) is bound too.
+            for key, value in node.args.items():
+                if key not in ("this", "db", "catalog", "alias"):
+                    for child in value if isinstance(value, list) else [value]:
+                        if isinstance(child, exp.Expression):
+                            self._walk(child, ctes, bound, fresh)
             return
         if isinstance(node, exp.Select):
             self._check_unique_sources(node)
         with_ = node.args.get("with_") if isinstance(node, exp.Query) else None
         if isinstance(with_, exp.With):
             ctes = self._bind_with(with_, ctes, bound, fresh)
+            for key in ("search", "cycle"):
+                if isinstance(with_.args.get(key), exp.Expression):
+                    self._walk(with_.args[key], ctes, bound, fresh)
         for child in list(node.iter_expressions()):
             if child is not with_:
                 self._walk(child, ctes, bound, fresh)
@@ -118,13 +126,32 @@ class TableBinder:
                 alias = node.args.get("alias") or exp.TableAlias(this=node.this.copy())
                 node.set("this", exp.to_identifier(renamed, quoted=True))
                 node.set("alias", alias)
+                node.meta[BOUND] = True
                 return
         bound.references.append(TableReference(node))
 
 
 def replace_references(bound: BoundTables, replacement: Callable[[TableReference], exp.Expression]) -> None:
-    """Each catalog reference of `bound` replaced, in place, by what `replacement` makes of it."""
+    """Each catalog reference of `bound` replaced, in place, by what `replacement` makes of it (whose own table
+    references it marks BOUND)."""
     for reference in bound.references:
         new = replacement(reference)
         if new is not reference.node:
             reference.node.replace(new)
+
+
+def mark_bound(tree: exp.Expression) -> exp.Expression:
+    """`tree` with every table reference in it marked BOUND: SQL this program wrote (a row filter, an exact name)."""
+    for table in tree.find_all(exp.Table):
+        table.meta[BOUND] = True
+    return tree
+
+
+def check_all_bound(tree: exp.Expression) -> None:
+    """Refuse a generated query holding a table reference that binding did not make: it would reach the engine
+    as written, past the rules."""
+    for table in tree.find_all(exp.Table):
+        if isinstance(table.this, exp.Identifier) and not table.meta.get(BOUND):
+            raise UnsafeQueryError(
+                f"{table.sql()} could not be bound to a table of its query's scope: write the query without it"
+            )

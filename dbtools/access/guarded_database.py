@@ -27,6 +27,12 @@ VIEW_STATEMENT = re.compile(r"\s*create\b[^(]*?\bview\b", re.IGNORECASE)
 # Where an engine quotes the statement it ran (which holds the row filters): PostgreSQL's and DuckDB's LINE n:
 # context with its caret line, MySQL's "near '...' at line n".
 _STATEMENT_CONTEXT = re.compile(r"(?ms)^\s*LINE \d+:.*?(?=^\S|\Z)|near '.*' at line \d+")
+# What only the rewritten statement holds: an error that quotes it otherwise (a column named by its text) is
+# replaced whole.
+_REWRITTEN_MARKS = ("sqlscout_", "LIMIT -1 OFFSET 0", "OFFSET 0)", "18446744073709551615")
+REWRITTEN_ERROR = (
+    "the query failed on an expression of it as the rules rewrote it: give that expression an alias"
+)
 # Engines whose own grants can enforce the rules: the role sqlscout connects as should lack them.
 SERVER_DIALECTS = ("postgres", "mysql")
 NAMELESS_ERROR = (
@@ -175,7 +181,19 @@ class GuardedDatabase:
             named = set(re.findall(r"\w+", text.lower()))
             if (named - written) & self._view()[2]:
                 text = NAMELESS_ERROR
+            elif any(mark in text for mark in _REWRITTEN_MARKS) or any(
+                f in text for f in self._filter_texts()
+            ):
+                text = REWRITTEN_ERROR
             raise QueryError(text) from None
+
+    def _filter_texts(self) -> list[str]:
+        """The row filters as they are written into a rewritten query."""
+        dialect = self._inner.dialect
+        return [
+            sqlglot.parse_one(condition, read=dialect).sql(dialect=dialect)
+            for _, condition in self.rules.row_filters
+        ]
 
     def query(
         self,

@@ -8,16 +8,18 @@ hidden column or see a dropped row, whatever a name in the query means to the en
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
+from sqlglot.errors import ErrorLevel, ParseError, UnsupportedError
 
-from dbtools.access.binder import TableBinder, TableReference, replace_references
+from dbtools.access.binder import TableBinder, TableReference, check_all_bound, mark_bound, replace_references
+from dbtools.access.dialect_syntax import refuse_catalog_types, refuse_syntax_the_engine_lacks
 from dbtools.access.names import NameRules
 from dbtools.access.result_names import result_names
 from dbtools.access.rules import VisibilityRules
-from dbtools.engines import TableInfo
+from dbtools.engines import Database, TableInfo
 from dbtools.errors import UnknownObjectError, UnsafeQueryError
 from dbtools.name_hints import closest_hint
 
@@ -43,43 +45,19 @@ _TABLE_CLAUSES = (
     "hints",
     "pivots",
     "when",
+    "joins",
+    "laterals",
 )
 
 
-def _refuse_syntax_the_engine_lacks(tree: exp.Expression, dialect: str) -> None:
-    """sqlglot writes some clauses that an engine lacks as other SQL (DISTINCT ON as a window over a subquery):
-    the engine would refuse the query as written, so it is refused here rather than run as something else."""
-    for select in tree.find_all(exp.Select):
-        distinct = select.args.get("distinct")
-        lacking = []
-        if distinct is not None and distinct.args.get("on") is not None and dialect in ("sqlite", "mysql"):
-            lacking.append("DISTINCT ON")
-        if select.args.get("qualify") is not None and dialect != "duckdb":
-            lacking.append("QUALIFY")
-        if select.args.get("connect") is not None:
-            lacking.append("CONNECT BY")
-        for join in select.args.get("joins") or []:
-            if join.kind in ("SEMI", "ANTI") and dialect != "duckdb":
-                lacking.append(f"{join.kind} JOIN")
-            if join.side == "FULL" and dialect == "mysql":
-                lacking.append("FULL JOIN")
-        if lacking:
-            raise UnsafeQueryError(
-                f"{lacking[0]} is not SQL that {_ENGINE_NAMES[dialect]} reads: write it without"
-            )
-
-
-_ENGINE_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mysql": "MySQL", "duckdb": "DuckDB"}
-
-
+@dataclass(frozen=True)
 class Relation:
     """What a reference to one visible catalog table or view becomes."""
 
-    def __init__(self, info: TableInfo, columns: list[str], filters: list[str], definition=None) -> None:
-        self.info = info
-        self.columns = columns  # the visible ones, in catalog order
-        self.filters = filters
-        self.definition: exp.Query | None = definition  # a view over what the rules touch, read through
+    info: TableInfo
+    columns: list[str]  # the visible ones, in catalog order
+    filters: list[str]
+    definition: exp.Query | None = None  # a view over what the rules touch, read through
 
 
 class VisibleQueries:
@@ -88,7 +66,7 @@ class VisibleQueries:
 
     def __init__(
         self,
-        db,
+        db: Database,
         catalog: list[TableInfo],
         rules: VisibilityRules,
         views: dict[str, exp.Query],
@@ -149,12 +127,18 @@ class VisibleQueries:
             raise UnsafeQueryError(f"the query could not be parsed: {error}") from None
         # An engine that names a result column without an alias by its text would name it by the rewritten text,
         # which holds the filters: it gets the name the engine gives the text as written.
-        _refuse_syntax_the_engine_lacks(tree, self.dialect)
+        refuse_syntax_the_engine_lacks(tree, self.dialect)
+        refuse_catalog_types(tree, self.dialect)
         names = result_names(sql, tree, self.db)
         tree = self.visible(tree)
+        check_all_bound(tree)
         for projection, name in names:
             projection.replace(exp.alias_(projection.copy(), name, quoted=True))
-        return tree.sql(dialect=self.dialect)
+        try:
+            # A clause the engine lacks would be left out of the generated query, not refused by the engine.
+            return tree.sql(dialect=self.dialect, unsupported_level=ErrorLevel.RAISE)
+        except UnsupportedError as error:
+            raise UnsafeQueryError(f"the query uses SQL that {self.dialect} does not read: {error}") from None
 
     def visible(self, tree: exp.Expression, depth: int = 0) -> exp.Expression:
         """`tree` (changed in place) over visible-only relations."""
@@ -172,11 +156,11 @@ class VisibleQueries:
                 f'no table named "{reference.written}"' + closest_hint(reference.written, visible, "tables")
             )
         relation = self.relations[name]
-        exact = self.db.table_reference(name)
+        exact = mark_bound(self.db.table_reference(name))
         if not self._rewritten(relation):
             for part in ("this", "db", "catalog"):
                 node.set(part, exact.args.get(part))
-            return node
+            return mark_bound(node)
         clauses = [key for key in _TABLE_CLAUSES if node.args.get(key)]
         if clauses:
             raise UnsafeQueryError(
@@ -194,7 +178,7 @@ class VisibleQueries:
                 source.set("only", True)
         inner = exp.select(*[exp.column(c, quoted=True) for c in relation.columns]).from_(source)
         for condition in relation.filters:
-            inner = inner.where(sqlglot.parse_one(condition, read=self.dialect))
+            inner = inner.where(mark_bound(sqlglot.parse_one(condition, read=self.dialect)))
         if relation.filters:
             inner = _FENCES[self.dialect](inner)
         return exp.Subquery(this=inner, alias=alias)

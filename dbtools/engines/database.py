@@ -40,8 +40,10 @@ class Database(ABC):
     schema_check_interval_s = 0.0
     # Whether two table names that differ only in case name two tables (MySQL/MariaDB, by the server's setting).
     case_sensitive_tables = False
-    # Whether a result column without an alias is named after its text as written (SQLite, MySQL, DuckDB).
+    # Whether a result column without an alias is named after its text as written (SQLite, MySQL, DuckDB), and
+    # whether that text takes in the comments after the expression (SQLite).
     result_names_by_text = True
+    result_names_keep_comments = True
 
     def __init__(self, display_name: str, *, limits: QueryLimits) -> None:
         self.display_name = display_name

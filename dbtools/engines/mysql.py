@@ -110,6 +110,7 @@ class MySQLDatabase(Database):
 
     dialect = "mysql"
     placeholder = "%s"
+    result_names_keep_comments = False
     create_sql_has_comments = True  # SHOW CREATE TABLE writes them as COMMENT clauses
     # MariaDB reads every table's definition to answer the catalog views (about 25 ms for 150 tables).
     schema_check_interval_s = 2.0

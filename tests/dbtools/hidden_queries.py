@@ -117,6 +117,25 @@ ATTACKS = [
     "SELECT COLUMNS(*) FROM customers",
     "SELECT struct_pack(*) FROM customers",
     "SELECT LOAD_FILE('/etc/passwd')",
+    # Subqueries inside a table's own clauses.
+    "SELECT count(*) FROM bonuses TABLESAMPLE BERNOULLI ((SELECT CAST(string_agg(note || ':' || margin, ',') AS float8) FROM orders))",
+    "SELECT count(*) FROM bonuses TABLESAMPLE BERNOULLI ((SELECT CASE WHEN token LIKE 'ZQX%' THEN 100 ELSE 0 END FROM secrets))",
+    "SELECT count(*) FROM bonuses AS b TABLESAMPLE SYSTEM ((SELECT CAST(count(*) AS float8) FROM email_view))",
+    # Types that are tables' rows, and lookups of objects by name.
+    "SELECT (NULL::customers).*",
+    "SELECT (NULL::secrets).*",
+    "SELECT (NULL::employees).salary",
+    "SELECT 'secrets'::regclass",
+    "SELECT CAST('secrets' AS regclass)",
+    "SELECT CAST(CAST(n AS oid) AS regclass) FROM generate_series(16384, 16700) AS n",
+    # Result columns named by their text, which after rewriting would hold the filters.
+    "SELECT (SELECT count(*) FROM orders) /* x */",
+    "SELECT (SELECT count(*) FROM orders) -- a, b\n",
+    "SELECT * FROM (SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM orders)) AS x",
+    "WITH w AS (SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM orders)) SELECT * FROM w",
+    "SELECT {'a': 1, 'b': 2}, (SELECT count(*) FROM orders)",
+    "SELECT * FROM (SELECT {'a': 1, 'b': 2}, (SELECT count(*) FROM orders)) AS x",
+    "SELECT * FROM (customers CROSS JOIN bonuses)",
 ]
 # What an assistant or the agent asks of visible data: never refused, always as the redacted copy answers.
 LEGITIMATE = [
