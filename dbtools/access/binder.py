@@ -108,6 +108,12 @@ class TableBinder:
         twice = next((cte.alias for cte, key in zip(ctes, keys, strict=True) if keys.count(key) > 1), None)
         if twice is not None:
             raise UnsafeQueryError(f"the WITH clause names {twice} more than once: name each query once")
+        shadowing = next((cte.alias for cte, key in zip(ctes, keys, strict=True) if key in outer), None)
+        if shadowing is not None and self.names.ctes_see_their_whole_with:
+            # SQLite binds a compound CTE body's own name to itself before an inner WITH of that name.
+            raise UnsafeQueryError(
+                f"{shadowing} names a query of an enclosing WITH too: give it a name of its own"
+            )
         if recursive:  # every CTE of a WITH RECURSIVE sees all of them
             for cte in ctes:
                 scope[self.names.cte_key(cte.args["alias"].this)] = next(fresh)
