@@ -13,6 +13,7 @@ from contextlib import contextmanager
 import sqlglot
 from sqlglot import exp
 
+from dbtools.access.functions import function_refusal
 from dbtools.access.plan_shape import plan_shape
 from dbtools.access.rule_check import check_rules
 from dbtools.access.rules import VisibilityRules, table_names
@@ -41,13 +42,36 @@ NAMELESS_ERROR = (
 
 
 def view_definition(create_sql: str, dialect: str) -> exp.Query | None:
-    """The query of a `CREATE VIEW ... AS query` statement; None when it does not parse as one."""
+    """The query of a `CREATE VIEW name [(columns)] AS query` statement, its result columns named as the view
+    names them; None when it does not parse as one, or names its columns where the query has a star."""
     try:
         statement = sqlglot.parse_one(create_sql, read=dialect)
     except sqlglot.errors.ParseError:
         return None
     query = statement.expression if isinstance(statement, exp.Create) else None
-    return query if isinstance(query, exp.Query) else None
+    if not isinstance(query, exp.Query):
+        return None
+    named = statement.this.expressions if isinstance(statement.this, exp.Schema) else []
+    if not named:
+        return query
+    select = query
+    while isinstance(select, exp.SetOperation):
+        select = select.this
+    if not isinstance(select, exp.Select) or len(select.expressions) != len(named) or select.is_star:
+        return None
+    select.set(
+        "expressions",
+        [
+            exp.alias_(p.unalias() if isinstance(p, exp.Alias) else p, n.copy())
+            for p, n in zip(select.expressions, named, strict=True)
+        ],
+    )
+    return query
+
+
+def calls_unlisted_function(query: exp.Expression, dialect: str) -> bool:
+    """Whether `query` calls a function off the allow list (a user's function or macro can read anything)."""
+    return any(function_refusal(node, dialect) for node in query.find_all(exp.Func))
 
 
 class GuardedDatabase:
@@ -114,7 +138,8 @@ class GuardedDatabase:
 
     def _views_over_rules(self, catalog: list[TableInfo]) -> dict[str, exp.Query | None]:
         """The visible views that read, directly or through other views, what the rules touch, with their
-        definitions (None where a definition cannot be read: such a view might read anything)."""
+        definitions; None for a view whose definition cannot be read or calls a function off the allow list (it
+        might read anything): such a view is hidden."""
         dialect = self._inner.dialect
         touched = {name.lower() for info in catalog if self._touched(info) for name in table_names(info.name)}
         definitions = {
@@ -123,6 +148,10 @@ class GuardedDatabase:
             if VIEW_STATEMENT.match(info.create_sql) and self.rules.table_visible(info.name)
         }
         views: dict[str, exp.Query | None] = {}
+        for name, definition in definitions.items():
+            if definition is not None and calls_unlisted_function(definition, dialect):
+                views[name] = None
+                touched |= {n.lower() for n in table_names(name)}
         grown = True
         while grown:
             grown = False

@@ -8,6 +8,7 @@ hidden column or see a dropped row, whatever a name in the query means to the en
 from __future__ import annotations
 
 import functools
+import secrets
 from dataclasses import dataclass
 
 import sqlglot
@@ -50,6 +51,27 @@ _TABLE_CLAUSES = (
 )
 
 
+class RowFilters:
+    """The row filters of one rewritten query, each held in the tree by a placeholder name and written into the
+    generated text as the configuration wrote it: generated again by sqlglot, a condition could change its meaning
+    (DuckDB's `~` matches the whole string, the regexp_matches() sqlglot writes for it does not)."""
+
+    def __init__(self, nonce: str) -> None:
+        self._prefix = f"sqlscout_filter_{nonce}_"  # unguessable: a query cannot name a placeholder itself
+        self._conditions: list[str] = []
+
+    def placeholder(self, condition: str) -> exp.Column:
+        self._conditions.append(condition)
+        return exp.column(f"{self._prefix}{len(self._conditions)}", quoted=True)
+
+    def written_into(self, generated: str, dialect) -> str:
+        for number, condition in enumerate(self._conditions, 1):
+            marker = exp.to_identifier(f"{self._prefix}{number}", quoted=True).sql(dialect=dialect)
+            # On lines of their own: a condition ending in a -- comment ends the comment, not the query.
+            generated = generated.replace(marker, f"(\n{condition}\n)")
+        return generated
+
+
 @dataclass(frozen=True)
 class Relation:
     """What a reference to one visible catalog table or view becomes."""
@@ -78,6 +100,8 @@ class VisibleQueries:
         self.dialect = db.dialect
         self.rules = rules
         self.names = NameRules(self.dialect, db.case_sensitive_tables)
+        # A parent's reference reads its inheritance children's rows too, past their own rules: it reads its own.
+        self._parents = db.inheritance_parents()
         self._binder = TableBinder(self.names)
         self.relations: dict[str, Relation] = {}
         self._keys: dict[tuple[str, ...], str] = {}
@@ -130,23 +154,25 @@ class VisibleQueries:
         refuse_syntax_the_engine_lacks(tree, self.dialect)
         refuse_catalog_types(tree, self.dialect)
         names = result_names(sql, tree, self.db)
-        tree = self.visible(tree)
+        filters = RowFilters(secrets.token_hex(8))
+        tree = self.visible(tree, filters)
         check_all_bound(tree)
         for projection, name in names:
             projection.replace(exp.alias_(projection.copy(), name, quoted=True))
         try:
             # A clause the engine lacks would be left out of the generated query, not refused by the engine.
-            return tree.sql(dialect=self.dialect, unsupported_level=ErrorLevel.RAISE)
+            generated = tree.sql(dialect=self.db.written_dialect, unsupported_level=ErrorLevel.RAISE)
         except UnsupportedError as error:
             raise UnsafeQueryError(f"the query uses SQL that {self.dialect} does not read: {error}") from None
+        return filters.written_into(generated, self.db.written_dialect)
 
-    def visible(self, tree: exp.Expression, depth: int = 0) -> exp.Expression:
-        """`tree` (changed in place) over visible-only relations."""
+    def visible(self, tree: exp.Expression, filters: RowFilters, depth: int = 0) -> exp.Expression:
+        """`tree` (changed in place) over visible-only relations, its row filters held by `filters`."""
         bound = self._binder.bind(tree)
-        replace_references(bound, lambda reference: self._replacement(reference, depth))
+        replace_references(bound, lambda reference: self._replacement(reference, filters, depth))
         return bound.tree
 
-    def _replacement(self, reference: TableReference, depth: int) -> exp.Expression:
+    def _replacement(self, reference: TableReference, filters: RowFilters, depth: int) -> exp.Expression:
         node = reference.node
         key = tuple(self.names.key(part) for part in node.parts)
         name = self._keys.get(key)
@@ -157,8 +183,10 @@ class VisibleQueries:
             )
         relation = self.relations[name]
         exact = mark_bound(self.db.table_reference(name))
+        if name in self._parents:
+            exact.set("only", True)
         if not self._rewritten(relation):
-            for part in ("this", "db", "catalog"):
+            for part in ("this", "db", "catalog", "only"):
                 node.set(part, exact.args.get(part))
             return mark_bound(node)
         clauses = [key for key in _TABLE_CLAUSES if node.args.get(key)]
@@ -171,14 +199,16 @@ class VisibleQueries:
         if relation.definition is not None:
             if depth >= MAX_VIEW_DEPTH:
                 raise UnsafeQueryError(f"views nested more than {MAX_VIEW_DEPTH} deep cannot be checked")
-            source = self.visible(relation.definition.copy(), depth + 1).subquery(alias="sqlscout_view")
+            source = self.visible(relation.definition.copy(), filters, depth + 1).subquery(
+                alias="sqlscout_view"
+            )
         else:
             source = exact
             if node.args.get("only"):
                 source.set("only", True)
         inner = exp.select(*[exp.column(c, quoted=True) for c in relation.columns]).from_(source)
         for condition in relation.filters:
-            inner = inner.where(mark_bound(sqlglot.parse_one(condition, read=self.dialect)))
+            inner = inner.where(filters.placeholder(condition))
         if relation.filters:
             inner = _FENCES[self.dialect](inner)
         return exp.Subquery(this=inner, alias=alias)

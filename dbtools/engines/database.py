@@ -189,6 +189,15 @@ class Database(ABC):
         """What anything derived from this database is stored by (the value index's file)."""
         return f"{self.dialect}:{getattr(self, 'path', None) or self.display_name}"
 
+    def inheritance_parents(self) -> set[str]:
+        """The catalog tables whose reference also reads other tables' rows (PostgreSQL's inheritance)."""
+        return set()
+
+    @property
+    def written_dialect(self):
+        """The sqlglot dialect queries this program writes out for the engine are generated in."""
+        return self.dialect
+
     def result_name(self, text: str) -> str | None:
         """The name the engine gives a result column without an alias written as `text` (an expression), where the
         name comes from the text; None where it comes from the expression's kind alone."""

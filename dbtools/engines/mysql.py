@@ -15,6 +15,7 @@ from pymysql.cursors import SSCursor
 from dbtools.connection_defaults import CONNECT_TIMEOUT_S, POOL_SIZE
 from dbtools.engines.catalog import ColumnInfo, ForeignKey, TableInfo
 from dbtools.engines.database import Database
+from dbtools.engines.mariadb_dialect import MariaDB
 from dbtools.engines.mysql_grants import privileges_beyond_select
 from dbtools.engines.mysql_pool import (
     LOST_CONNECTION_CODES,
@@ -221,6 +222,10 @@ class MySQLDatabase(Database):
                     break
             cursor.close()
             return columns
+
+    @property
+    def written_dialect(self):
+        return MariaDB if self.is_mariadb else self.dialect
 
     def result_name(self, text: str) -> str | None:
         return text[:MAX_ALIAS_CHARS]

@@ -181,6 +181,14 @@ class PostgresDatabase(Database):
             rows.close()
             return _columns(conn, described)
 
+    def inheritance_parents(self) -> set[str]:
+        # Partitioned tables are left out: their rows are all their partitions', which the catalog does not list.
+        rows = self.stream(
+            "SELECT DISTINCT n.nspname, c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhparent "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r'"
+        )
+        return {name if schema == "public" else f"{schema}.{name}" for schema, name in rows}
+
     def result_name(self, text: str) -> str | None:
         return None  # a function's name, a column's, or ?column?
 

@@ -180,3 +180,15 @@ def test_unknown_columns_get_hints_from_the_visible_columns_only(ruled):
     with pytest.raises(QueryError) as hinted, name_hints(db, "SELECT nme FROM customers"):
         db.query("SELECT nme FROM customers")
     assert "closest columns: name (customers" in str(hinted.value)
+
+
+@pytest.mark.mysql
+def test_regexp_under_rules_runs_on_mariadb(mariadb_server_dsn, tmp_path):
+    """sqlglot writes MySQL's REGEXP as REGEXP_LIKE(), which MariaDB lacks: rewritten queries keep the operator."""
+    with redacted_pair("mysql", tmp_path, mariadb_server_dsn) as pair:
+        sources = SourceSet([SourceSpec("main", pair.original, rules=rules("mysql"))], LIMITS)
+        try:
+            result = sources.get(None).database().query("SELECT name FROM customers WHERE name REGEXP '^A'")
+        finally:
+            sources.close()
+    assert result.rows == [("Ada",)]

@@ -140,6 +140,7 @@ def test_unparsable_text_is_flagged_as_such():
         "read_csv",
         "duckdb_columns",
         "current_setting",
+        "format_type",
     ],
 )
 def test_functions_that_reach_past_their_values_are_on_no_list(name):
