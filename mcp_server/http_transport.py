@@ -50,6 +50,13 @@ class HttpGuard:
             log.warning("refused a request from origin %r", origin)
             await PlainTextResponse("Forbidden origin", status_code=403)(scope, receive, send)
             return
+        if scope.get("path", "").startswith("/.well-known/"):
+            # OAuth discovery (RFC 9728, RFC 8414): this server has no OAuth. A 401 here would send clients into
+            # an OAuth flow instead of showing the bearer-token answer of the MCP endpoint itself.
+            await PlainTextResponse(
+                "Not found: this server takes a bearer token, not OAuth", status_code=404
+            )(scope, receive, send)
+            return
         if self.identities.required:
             scheme, _, given = headers.get("authorization", "").partition(" ")
             identity = self.identities.match(given.strip()) if scheme.lower() == "bearer" else None
@@ -133,16 +140,17 @@ def listen_socket(settings: Settings) -> socket.socket:
         ) from None
 
 
+def access_line(token_required: bool) -> str:
+    """What the start-up line says is enforced, exactly (without a token the server binds only to loopback)."""
+    return "bearer token required" if token_required else "no token: any program on this machine may call it"
+
+
 def serve_http(
     server: MCPServer, settings: Settings, sock: socket.socket, identities: Identities | None = None
 ) -> None:
     """Serve on `sock` (from listen_socket) until interrupted; uvicorn logs through the root logger, to stderr."""
-    log.info(
-        "listening on http://%s:%d/mcp (%s)",
-        settings.host,
-        settings.port,
-        "bearer token required" if settings.token or identities else "no token: loopback clients only",
-    )
+    required = (identities or Identities(token=settings.token)).required
+    log.info("listening on http://%s:%d/mcp (%s)", settings.host, settings.port, access_line(required))
     config = uvicorn.Config(
         http_app(server, settings, identities),
         host=settings.host,

@@ -81,12 +81,43 @@ async def test_token_is_required_and_checked(token_server):
     assert result.structured_content["total"] == len(COMMON_TABLES)
 
 
-def test_logs_go_to_stderr_only(sqlite_dsn, cache_dir):
+def test_oauth_discovery_is_not_found_with_or_without_a_token(token_server, open_server):
+    """A 401 there would make clients start an OAuth flow ("Interactive OAuth requires a TTY") instead of showing
+    the endpoint's own "missing or invalid bearer token"."""
+    for server in (token_server, open_server):
+        base = server.url.removesuffix("/mcp")
+        for path in (
+            "/.well-known/oauth-protected-resource",
+            "/.well-known/oauth-authorization-server",
+            "/.well-known/oauth-protected-resource/mcp",
+            "/.well-known/openid-configuration",
+        ):
+            assert httpx.get(base + path).status_code == 404, path
+    refused = httpx.post(token_server.url, json=INITIALIZE, headers=MCP_HEADERS)
+    assert refused.status_code == 401 and refused.text == "Missing or invalid bearer token"
+
+
+def test_logs_go_to_stderr_only_and_say_what_is_enforced(sqlite_dsn, cache_dir, tmp_path):
     server = ServerProcess("--dsn", sqlite_dsn, env=subprocess_env(SQLSCOUT_CACHE_DIR=str(cache_dir)))
     httpx.post(server.url, json=INITIALIZE, headers=MCP_HEADERS)
     stdout, stderr = server.stop()
     assert stdout == ""
-    assert "listening on http://127.0.0.1" in stderr
+    assert (
+        "listening on http://127.0.0.1" in stderr
+        and "(no token: any program on this machine may call it)" in stderr
+    )
+    assert "bearer token required" not in stderr
+    config = tmp_path / "team.toml"
+    config.write_text(f'[sources.shop]\ndsn = "{sqlite_dsn}"\n')
+    from_file = ServerProcess("--config", str(config), env=subprocess_env(SQLSCOUT_CACHE_DIR=str(cache_dir)))
+    assert httpx.post(from_file.url, json=INITIALIZE, headers=MCP_HEADERS).status_code == 200
+    _, stderr = from_file.stop()
+    assert "(no token: any program on this machine may call it)" in stderr
+    with_token = ServerProcess(
+        "--dsn", sqlite_dsn, env=subprocess_env(SQLSCOUT_CACHE_DIR=str(cache_dir), SQLSCOUT_TOKEN=TOKEN)
+    )
+    _, stderr = with_token.stop()
+    assert "(bearer token required)" in stderr
 
 
 def test_a_port_in_use_is_one_line_naming_the_flag(sqlite_dsn, cache_dir):

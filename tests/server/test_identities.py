@@ -107,7 +107,8 @@ def test_an_identity_s_own_rules_hide_more_for_it_alone(team_server):
     assert [c["name"] for c in described.structured_content["columns"]] == ["id", "name", "country_code"]
     assert rows.structured_content["columns"] == ["id", "name", "country_code"]
     assert [r[1] for r in rows.structured_content["rows"]] == ["Ada Lovelace", "Alan Turing"]  # London only
-    assert city.is_error and "no such column: city" in city.content[0].text  # as for a column that does not exist
+    # As for a column that does not exist.
+    assert city.is_error and "no such column: city" in city.content[0].text
     admin_rows = calls_as(server, ADMIN_TOKEN, [("run_query", query)])[0]
     assert admin_rows.structured_content["columns"] == ["id", "name", "country_code", "city"]
     assert admin_rows.structured_content["row_count"] == 20
