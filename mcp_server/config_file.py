@@ -216,7 +216,9 @@ class _Reader:
                     raise self.fail(
                         f"{prefix}.{key}", f"applies to PostgreSQL and MySQL sources, not {engine}"
                     )
-            values["dsn"] = self.file_dsn(values["dsn"], engine)
+            values["dsn"] = self.file_dsn(values["dsn"], engine, f"{prefix}.dsn")
+            # A relative folder is told apart from a SQLite file only once it is read from the file's folder.
+            engine = parse_dsn(values["dsn"]).engine
         password = values.get("password")
         if "password_file" in values:
             if password is not None:
@@ -333,10 +335,23 @@ class _Reader:
         path = Path(text).expanduser()
         return path if path.is_absolute() else self.path.parent / path
 
-    def file_dsn(self, dsn: str, engine: str) -> str:
-        """A file source's DSN with its path made absolute against the file's folder."""
+    def file_dsn(self, dsn: str, engine: str, key: str) -> str:
+        """A file source's DSN with its path made absolute against the file's folder; the path must exist."""
         target = parse_dsn(dsn).target
         absolute = self.relative_path(target)
+        if not absolute.exists():
+            where = (
+                ""
+                if Path(target).expanduser().is_absolute()
+                else f" (a relative path is read from {self.path.parent})"
+            )
+            raise self.fail(key, f"no file or folder at {absolute}{where}")
+        if absolute.is_dir() and parse_dsn(str(absolute)).engine == "sqlite":
+            raise self.fail(
+                key,
+                f"{absolute} is a folder without CSV, Parquet or JSON files: give a SQLite or DuckDB file, or a "
+                "folder of data files",
+            )
         return f"{engine}:///{absolute}" if "://" in dsn else str(absolute)
 
     def password_from_file(self, text: str, key: str) -> str:

@@ -13,6 +13,8 @@ ENV = {"SALES_PASSWORD": "pg-secret-1", "BASTION": "bastion.example.com"}
 
 
 def write(tmp_path, text: str):
+    """The configuration file, beside the database file its error cases name (a.sqlite)."""
+    (tmp_path / "a.sqlite").touch()
     path = tmp_path / "sqlscout.toml"
     path.write_text(textwrap.dedent(text))
     return path
@@ -28,6 +30,10 @@ def refused(tmp_path, text: str, environ=ENV) -> str:
 
 
 def test_a_team_configuration_reads_whole(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "chinook.sqlite").touch()
+    (tmp_path / "exports").mkdir()
+    (tmp_path / "exports" / "orders.csv").write_text("id,region\n1,EU\n")
     (tmp_path / "secrets").mkdir()
     (tmp_path / "secrets" / "shop").write_text("maria-secret-2\n")
     path = write(
@@ -190,6 +196,21 @@ def test_a_secret_never_appears_in_an_error(tmp_path):
         '[sources.a]\ndsn = "postgresql://r@h/s"\npassword = "${SALES_PASSWORD}"\ntimeout = "${SALES_PASSWORD}"\n',
     )
     assert "sources.a.timeout" in message and "pg-secret-1" not in message
+
+
+def test_a_file_source_that_is_not_there_is_a_mistake_of_its_key(tmp_path):
+    """As `--dsn` exits at once, so does the file: the message names the key, not a flag that was not given."""
+    missing = refused(tmp_path, '[sources.hr]\ndsn = "no_such_exports/"\n')
+    assert (
+        missing
+        == f"sources.hr.dsn: no file or folder at {tmp_path / 'no_such_exports'} (a relative path is read from {tmp_path})"
+    )
+    (tmp_path / "folder").mkdir()
+    folder = refused(tmp_path, '[sources.hr]\ndsn = "sqlite:///folder"\n')
+    assert (
+        folder.startswith("sources.hr.dsn: ") and "is a folder without CSV, Parquet or JSON files" in folder
+    )
+    assert "--dsn" not in missing + folder
 
 
 def test_an_unreadable_file_is_named(tmp_path):
