@@ -36,7 +36,7 @@ from dbtools.errors import (
 from dbtools.name_hints import unknown_name_hint
 from dbtools.plural import counted
 from dbtools.schema_search import search_schema
-from dbtools.sources import Source, SourceSet
+from dbtools.sources import Source, SourceSet, UnknownSourceError
 from dbtools.value_search import ValueIndex
 from mcp_server.agent import RoundEvent
 from mcp_server.agent.errors import ModelError, PolicyConfigError
@@ -114,9 +114,12 @@ def error_summary(error: DatabaseToolError) -> str:
 
 @contextmanager
 def database_errors() -> Iterator[None]:
-    """Turn the database layer's errors into tool errors whose text (possibly echoing data) is fenced."""
+    """Turn the database layer's errors into tool errors whose text (possibly echoing data) is fenced; a source
+    argument that names no source is the caller's mistake, said as such (it echoes only configured names)."""
     try:
         yield
+    except UnknownSourceError as error:
+        raise ToolError(f"Invalid source argument: {error}") from error
     except DatabaseToolError as error:
         raise ToolError(fence(error_summary(error), str(error))) from error
 
@@ -487,7 +490,10 @@ class ScoutTools:
         cap = state.source.max_rows
         with self._database(state) as db, name_hints(db, sql):
             if max_rows is not None:
-                return self._rows_result(db.query(sql, max_rows=min(max_rows, cap)))
+                result = db.query(sql, max_rows=min(max_rows, cap))
+                if max_rows > cap and result.truncated and result.row_count == cap:
+                    result.truncation = self._capped(db, cap, max_rows, sql, result)
+                return self._rows_result(result)
             result = db.query(sql, max_rows=min(DEFAULT_RESULT_ROWS, cap), max_chars=DEFAULT_RESULT_CHARS)
             if result.truncated:
                 result.truncation = self._left_out(db, cap, sql, result)
@@ -502,6 +508,17 @@ class ScoutTools:
         with self._database(self._state(source)) as db, name_hints(db, sql):
             plan = QueryPlan(sql=sql, plan=db.explain(sql))
         return structured(plan, f"Plan ({db.dialect} EXPLAIN):", plan.plan)
+
+    @staticmethod
+    def _capped(db: Database, cap: int, asked: int, sql: str, result: QueryResult) -> str:
+        """The closing line of a result cut at the server's cap below the max_rows asked for."""
+        total = db.count_rows(sql, timeout_s=min(COUNT_BUDGET_S, db.timeout_s))
+        left = f"{total - result.row_count:,} more rows" if total is not None else "more rows"
+        return (
+            f"{left} left out: max_rows {asked:,} is above this source's cap of {cap:,} rows (--max-rows, "
+            "SQLSCOUT_MAX_ROWS, or max_rows in the configuration file); get the rest with LIMIT/OFFSET, a narrower "
+            "WHERE, or aggregate in SQL"
+        )
 
     @staticmethod
     def _left_out(db: Database, cap: int, sql: str, result: QueryResult) -> str:

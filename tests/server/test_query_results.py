@@ -43,6 +43,7 @@ async def test_without_max_rows_a_result_stops_near_2000_tokens_and_says_what_wa
             "run_query", {"sql": f"SELECT x, {padded} AS padded FROM ({NUMBERS}) AS t"}
         )
         asked = await client.call_tool("run_query", {"sql": NUMBERS, "max_rows": 80})
+        over = await client.call_tool("run_query", {"sql": NUMBERS, "max_rows": 5000})
         small = await client.call_tool("run_query", {"sql": "SELECT id FROM orders"})
     result = default.structured_content
     assert result["row_count"] == DEFAULT_RESULT_ROWS and result["truncated"]
@@ -54,8 +55,12 @@ async def test_without_max_rows_a_result_stops_near_2000_tokens_and_says_what_wa
     assert len(fenced_body(wide.content[0].text)) <= DEFAULT_RESULT_CHARS + 300
     left = 500 - wide.structured_content["row_count"]
     assert wide.structured_content["truncation"].startswith(f"{left} more rows left out")
-    # An explicit max_rows is honoured (up to --max-rows, 100 here).
+    # An explicit max_rows is honoured up to --max-rows (100 here); above it, the cut names the cap and its flag.
     assert asked.structured_content["row_count"] == 80
+    assert over.structured_content["row_count"] == 100
+    assert over.structured_content["truncation"].startswith(
+        "400 more rows left out: max_rows 5,000 is above this source's cap of 100 rows (--max-rows"
+    )
     assert (
         small.structured_content["row_count"] == len(fixture_rows()["orders"])
         and not small.structured_content["truncated"]

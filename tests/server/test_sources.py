@@ -117,8 +117,13 @@ async def test_every_tool_on_every_source_of_one_server(
         assert results[source, "search_values"].structured_content["matches"][0]["values"] == ["New York"]
     # A source's own max_rows caps its results; the [server] one caps the others.
     assert capped.structured_content["row_count"] == 3
-    assert missing.is_error and "give source, one of music, sales, shop, exports" in missing.content[0].text
+    # The caller's own mistakes read as such, outside the fence that database content gets.
+    assert missing.is_error and missing.content[0].text.startswith(
+        "Error executing tool list_tables: Invalid source"
+    )
+    assert "give source, one of music, sales, shop, exports" in missing.content[0].text
     assert unknown.is_error and "did you mean 'sales'?" in unknown.content[0].text
+    assert "UNTRUSTED" not in missing.content[0].text + unknown.content[0].text
     assert all(f"source {name}" in overview.contents[0].text for name in SOURCES)
     for text in seen:
         assert PG_SECRET not in text and MYSQL_SECRET not in text
