@@ -211,6 +211,16 @@ class ScoutServer(MCPServer):
     async def _call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None
     ) -> CallToolResult | InputRequiredResult:
+        names = self._sources.names
+        asked = arguments.get("source")
+        if len(names) == 1 and asked is not None and asked != names[0]:
+            # With one database the tools take no source, and a client's extra argument would be dropped: an
+            # assistant that believes it queries another database must hear that it does not.
+            served = next(iter(self._sources)).display_name
+            raise ToolError(
+                f"Invalid source argument: unknown source {asked!r}; this server serves one database, "
+                f"{names[0]!r} ({served}): leave source out"
+            )
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as error:

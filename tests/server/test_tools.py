@@ -400,3 +400,16 @@ async def test_server_info_reports_the_package_version(shop_db, monkeypatch):
     monkeypatch.setattr(importlib.metadata, "version", not_installed)
     async with Client(build_server(Settings(), shop_db)) as client:
         assert client.server_info.version == installed != ""
+
+
+async def test_a_source_other_than_the_one_served_is_refused_naming_it(shop_server):
+    """With one database the tools take no source: a client's source argument must not be dropped unheard."""
+    async with Client(shop_server) as client:
+        other = await client.call_tool("run_query", {"sql": "SELECT 1 AS n", "source": "sales"})
+        served = await client.call_tool("run_query", {"sql": "SELECT 1 AS n", "source": "main"})
+    assert (
+        other.is_error
+        and "unknown source 'sales'; this server serves one database, 'main'" in other.content[0].text
+    )
+    assert "UNTRUSTED" not in other.content[0].text
+    assert not served.is_error and served.structured_content["rows"] == [[1]]
