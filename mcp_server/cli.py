@@ -9,6 +9,8 @@ import os
 import sys
 from collections.abc import Sequence
 from functools import partial
+from pathlib import Path
+from typing import NoReturn
 
 import configargparse
 from tqdm import tqdm
@@ -65,12 +67,25 @@ def add_settings_options(parser: configargparse.ArgumentParser) -> None:
         )
 
 
+class CommandParser(configargparse.ArgumentParser):
+    """A parser whose usage errors are the one line that matters, not the whole usage block before it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists the options)\n")
+
+
+def command_name() -> str:
+    """How the user started this program: `python -m mcp_server`, or the installed `sqlscout`."""
+    return "python -m mcp_server" if Path(sys.argv[0]).name == "__main__.py" else "sqlscout"
+
+
 def build_parser(command: str) -> configargparse.ArgumentParser:
     """The parser of one command: serve (no command word), ask or config."""
     formatter = configargparse.RawDescriptionHelpFormatter
+    program = command_name()
     if command == "ask":
-        parser = configargparse.ArgumentParser(
-            prog="sqlscout ask",
+        parser = CommandParser(
+            prog=f"{program} ask",
             description="Answer one question with the text-to-SQL model; "
             "progress goes to stderr, the result to stdout.",
             formatter_class=formatter,
@@ -84,8 +99,8 @@ def build_parser(command: str) -> configargparse.ArgumentParser:
             help="the configured source to ask (with --config naming several)",
         )
     elif command == "token":
-        parser = configargparse.ArgumentParser(
-            prog="sqlscout token",
+        parser = CommandParser(
+            prog=f"{program} token",
             description="Make a random bearer token for an identity and print it with the lines that declare the "
             "identity in the configuration file (which keeps only the token's sha256).",
             formatter_class=formatter,
@@ -93,8 +108,8 @@ def build_parser(command: str) -> configargparse.ArgumentParser:
         parser.add_argument("name", help="the identity's name: lower-case letters, digits, _ and -")
         return parser
     elif command == "config":
-        parser = configargparse.ArgumentParser(
-            prog="sqlscout config",
+        parser = CommandParser(
+            prog=f"{program} config",
             description="Print the configuration that makes a host start this server with the given options.",
             formatter_class=formatter,
         )
@@ -113,8 +128,8 @@ def build_parser(command: str) -> configargparse.ArgumentParser:
             help=f"the shell claude-code's command is quoted for (default here {default_shell()})",
         )
     else:
-        parser = configargparse.ArgumentParser(
-            prog="sqlscout",
+        parser = CommandParser(
+            prog=program,
             description="MCP server for read-only natural-language and SQL access to a database.",
             epilog=SERVE_EPILOG,
             formatter_class=formatter,

@@ -74,8 +74,11 @@ def test_setting_errors_are_reported_without_a_traceback():
     assert "set --token TOKEN" in done.stderr and "Traceback" not in done.stderr
     bad_env = run_cli("config", "vscode", SQLSCOUT_PORT="http")
     assert bad_env.returncode == 2 and "Traceback" not in bad_env.stderr
-    assert bad_env.stderr.startswith("usage: sqlscout config")
-    assert "error: argument --port: invalid int value: 'http'" in bad_env.stderr
+    # The one line that matters, not the whole usage block before it; named as the command was started.
+    assert bad_env.stderr.splitlines() == [
+        "python -m mcp_server config: error: argument --port: invalid int value: 'http'",
+        "(`python -m mcp_server config --help` lists the options)",
+    ]
 
 
 def test_a_folder_that_is_not_a_model_is_refused_before_serving(tmp_path):
