@@ -6,10 +6,10 @@ from __future__ import annotations
 import importlib.util
 
 DOWNLOAD_HINT = "hf download trl-lab/qwen3.5-2b-grpo-sqale --local-dir DIR"
-# What `pip install sqlscout` leaves out: the local engine comes with the `local` extra.
+# What `pip install .` leaves out: the local engine comes with the `local` extra.
 LOCAL_ENGINE_PACKAGES = ("torch", "safetensors")
 LOCAL_ENGINE_INSTALL = (
-    "install it with `pip install 'sqlscout[local]'` (from a source checkout, `bash scripts/serve.sh` "
+    "install it in the sqlscout checkout with `pip install -c constraints.txt '.[local]'` (`bash scripts/serve.sh` "
     "installs it into .venv)"
 )
 

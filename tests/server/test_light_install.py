@@ -108,7 +108,7 @@ def test_light_install_says_how_to_get_the_local_engine(light_python, sqlite_dsn
         timeout=120,
     )
     assert done.returncode == 2
-    assert "pip install 'sqlscout[local]'" in done.stderr and "Traceback" not in done.stderr
+    assert "pip install -c constraints.txt '.[local]'" in done.stderr and "Traceback" not in done.stderr
 
 
 SUBMIT = '{"tool": "submit_sql", "args": {"sql": "SELECT status, COUNT(*) AS n FROM orders GROUP BY status"}}'

@@ -31,7 +31,9 @@ def _parquet_records(path: Path, where: tuple[str, Collection] | None) -> Iterat
     try:
         import pyarrow.parquet as pq
     except ImportError as error:
-        raise ImportError("reading parquet needs pyarrow: pip install 'sqlscout[eval]'") from error
+        raise ImportError(
+            "reading parquet needs pyarrow: pip install -c constraints.txt '.[eval]' in the sqlscout checkout"
+        ) from error
     if where is None:
         for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
             yield from batch.to_pylist()
