@@ -147,7 +147,7 @@ def replace_references(bound: BoundTables, replacement: Callable[[TableReference
 
 
 def mark_bound(tree: exp.Expression) -> exp.Expression:
-    """`tree` with every table reference in it marked BOUND: SQL this program wrote (a row filter, an exact name)."""
+    """`tree` with every table reference in it marked BOUND: a name this program wrote (a table's exact name)."""
     for table in tree.find_all(exp.Table):
         table.meta[BOUND] = True
     return tree

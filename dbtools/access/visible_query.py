@@ -146,13 +146,21 @@ class VisibleQueries:
         """The query to run instead of `sql` (which passed the read-only policy); raises UnknownObjectError or
         UnsafeQueryError."""
         try:
+            return self._generate(sql)
+        except RecursionError:
+            raise UnsafeQueryError(
+                "the query is nested too deeply to check: flatten its subqueries"
+            ) from None
+
+    def _generate(self, sql: str) -> str:
+        try:
             tree = sqlglot.parse_one(sql, read=self.dialect)
-        except (ParseError, RecursionError) as error:
+        except ParseError as error:
             raise UnsafeQueryError(f"the query could not be parsed: {error}") from None
-        # An engine that names a result column without an alias by its text would name it by the rewritten text,
-        # which holds the filters: it gets the name the engine gives the text as written.
         refuse_syntax_the_engine_lacks(tree, self.dialect)
         refuse_catalog_types(tree, self.dialect)
+        # An engine that names a result column without an alias by its text would name it by the rewritten text,
+        # which holds the filters: it gets the name the engine gives the text as written.
         names = result_names(sql, tree, self.db)
         filters = RowFilters(secrets.token_hex(8))
         tree = self.visible(tree, filters)
