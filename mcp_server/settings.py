@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from dbtools.connection_defaults import CONNECT_TIMEOUT_S, POOL_SIZE
 from dbtools.query_limits import DEFAULT_QUERY_LIMITS
@@ -299,6 +300,8 @@ class Settings:
             raise SettingsError(f"--transport must be one of {', '.join(TRANSPORTS)}, not {self.transport!r}")
         if self.model:
             self._check_model()
+        if self.endpoint:
+            self._check_endpoint_url()
         if self.endpoint and not self.endpoint_model:
             raise SettingsError("--endpoint needs --endpoint-model NAME (SQLSCOUT_ENDPOINT_MODEL)")
         if (self.endpoint_model or self.api_key) and not self.endpoint:
@@ -346,6 +349,21 @@ class Settings:
                 "(SQLSCOUT_TOKEN) or identities in the configuration file so that clients must authenticate, "
                 "or bind to 127.0.0.1"
             )
+
+    def _check_endpoint_url(self) -> None:
+        """An endpoint is an http(s) URL with a host: anything else would fail only at the first question."""
+        parts = urlsplit(self.endpoint)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise SettingsError(
+                f"--endpoint (SQLSCOUT_ENDPOINT) must be an http:// or https:// URL with a host, not "
+                f"{self.endpoint!r}: for example http://127.0.0.1:8001/v1"
+            )
+        try:
+            parts.port  # noqa: B018 - parsing the port is the check
+        except ValueError:
+            raise SettingsError(
+                f"--endpoint (SQLSCOUT_ENDPOINT) has a port that is not a number: {self.endpoint!r}"
+            ) from None
 
     def _check_model(self) -> None:
         """Refuse at start-up what would fail at the first question: a --model that is no model directory (with

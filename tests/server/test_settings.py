@@ -77,6 +77,16 @@ def test_model_and_endpoint_rules(tmp_path, monkeypatch):
     assert not Settings().has_model
 
 
+@pytest.mark.parametrize(
+    "url", ["127.0.0.1:9", "localhost:8001/v1", "ftp://host/v1", "http:///v1", "http://h:port/v1"]
+)
+def test_an_endpoint_that_is_no_http_url_is_refused_at_start(url):
+    """Accepted, it would fail only at the first question, after its retries."""
+    with pytest.raises(SettingsError, match=r"--endpoint \(SQLSCOUT_ENDPOINT\)"):
+        Settings(endpoint=url, endpoint_model="m")
+    assert Settings(endpoint="https://models.example:8443/v1", endpoint_model="m").endpoint
+
+
 def test_a_folder_without_config_json_is_not_taken_for_a_model(tmp_path):
     with pytest.raises(SettingsError) as refused:
         Settings(model=str(tmp_path))
