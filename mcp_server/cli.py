@@ -252,12 +252,11 @@ def ask(settings: Settings, db: Database, question: str, evidence: str | None, a
 
     try:
         answer = runner.ask(question, evidence, on_round=on_round)
-    except PolicyConfigError as error:
+    except (PolicyConfigError, ModelLoadError, ModelError, DatabaseToolError) as error:
         print(f"sqlscout: {error}", file=sys.stderr)
-        return 2
-    except (ModelLoadError, ModelError, DatabaseToolError) as error:
-        print(f"sqlscout: {error}", file=sys.stderr)
-        return 1
+        if as_json:  # a script reading stdout gets the failure as JSON too
+            print(json.dumps({"error": str(error), "kind": type(error).__name__}, ensure_ascii=False))
+        return 2 if isinstance(error, PolicyConfigError) else 1
     finally:
         bar.close()
     data = answer.to_dict()

@@ -96,7 +96,12 @@ def test_an_empty_question_is_a_usage_error():
 def test_ask_without_a_model_says_how_to_configure_one(sqlite_dsn):
     done = run_cli("ask", "How many orders?", "--dsn", sqlite_dsn)
     assert done.returncode == 2
-    assert "--model DIR" in done.stderr and "SQLSCOUT_MODEL" in done.stderr
+    assert "--model DIR" in done.stderr and "SQLSCOUT_MODEL" in done.stderr and done.stdout == ""
+    # With --json, a script reading stdout gets the failure as JSON.
+    as_json = run_cli("ask", "How many orders?", "--dsn", sqlite_dsn, "--json")
+    assert as_json.returncode == 2
+    failure = json.loads(as_json.stdout)
+    assert failure["kind"] == "PolicyConfigError" and "--model DIR" in failure["error"]
 
 
 def test_unreachable_database_is_reported(tmp_path):
