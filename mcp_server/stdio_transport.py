@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Iterator
@@ -17,12 +18,19 @@ from mcp_server.stdio_pipes import pipes_usable, serve_on_pipes
 
 log = logging.getLogger(__name__)
 
-TERMINAL_HINT = (
-    "sqlscout is waiting for an MCP client on stdin/stdout (Ctrl-C quits). To try it instead: "
-    'python -m mcp_server ask "QUESTION", '
-    "python -m mcp_server config claude-desktop|vscode|claude-code, "
-    "or the MCP Inspector: npx @modelcontextprotocol/inspector python -m mcp_server"
-)
+
+def terminal_hint() -> str:
+    """What a person who started the stdio server in a terminal can run instead, with this Python's full path:
+    the virtual environment it runs in is rarely active in the shell they run the next command from."""
+    python = shlex.quote(sys.executable)
+    return (
+        "sqlscout is waiting for an MCP client on stdin/stdout (Ctrl-C quits). To connect your assistant: "
+        f"{python} -m mcp_server config claude-desktop|vscode|claude-code (then restart the host); to try it: "
+        f'{python} -m mcp_server ask "QUESTION", or the MCP Inspector: '
+        f"npx @modelcontextprotocol/inspector {python} -m mcp_server"
+    )
+
+
 INTERRUPTED_STATUS = 128 + signal.SIGINT
 # What writing to the pipes of a client that has gone away raises.
 HANG_UP_ERRORS = (BrokenPipeError, ConnectionResetError)
@@ -44,7 +52,7 @@ def serve_stdio(server: MCPServer) -> None:
             server.run("stdio")
             return
         with interrupt_exits_at_once():
-            print(TERMINAL_HINT, file=sys.stderr, flush=True)
+            print(terminal_hint(), file=sys.stderr, flush=True)
             server.run("stdio")
 
 
