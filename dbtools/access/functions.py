@@ -28,12 +28,10 @@ def called_name(node: exp.Func, dialect: str) -> str | None:
     """The lower-case name `node` is sent to the engine as; None when it is generated as syntax, not a call."""
     if isinstance(node, exp.Anonymous):
         return node.name.lower()
-    # Generated with its nested calls stubbed out, so that a deep query costs one pass, not one per level.
-    stub = (
-        node.copy() if not any(isinstance(n, exp.Func) for n in node.iter_expressions()) else _stubbed(node)
-    )
+    # Generated with its nested calls stubbed out, so that a deep query costs one pass, not one per level, and
+    # without comments, which could stand before the name.
     try:
-        generated = stub.sql(dialect=dialect)
+        generated = _stubbed(node).sql(dialect=dialect, comments=False)
     except Exception:  # a generator that needs the real arguments: judge the node by sqlglot's own names
         return type(node).sql_names()[0].lower() if type(node).sql_names() else type(node).__name__.lower()
     found = _CALLED.match(generated)
