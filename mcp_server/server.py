@@ -676,8 +676,8 @@ def build_server(
     identities: Identities | None = None,
 ) -> MCPServer:
     """The MCP server for `settings` on one open database or a set of sources; `runner` (default: one for the
-    settings' model) answers questions. Tools take a `source` argument, and list_sources is published, when the
-    sources are `named` (default: when there are several). Every call is written to `audit` if given;
+    settings' model) answers questions. Tools take a `source` argument when the sources are `named` (default:
+    when there are several); list_sources is published either way. Every call is written to `audit` if given;
     `identities` (default: --token's, if set) decide which sources each caller may use."""
     sources = served if isinstance(served, SourceSet) else SourceSet.serving(served, server_limits(settings))
     named = len(sources) > 1 if named is None else named
@@ -695,9 +695,9 @@ def build_server(
         log_level=settings.log_level,
     )
     ask = (tools.ask_database, AskAnswer) if runner.configured else (tools.ask_database_unavailable, None)
-    listing = [(tools.list_sources, SourceList)] if named else []
+    # list_sources answers with one source too: an assistant's habit of asking first works everywhere.
     for tool, result_type in (
-        *listing,
+        (tools.list_sources, SourceList),
         ask,
         (tools.list_tables, TableList),
         (tools.describe_table, TableDescription),

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.anyio
 # The JSON a host receives for tools/list (compact, as the SDK writes it).
 TOOL_LIST_BUDGET = 5_000
 TOOLS = {
+    "list_sources",
     "ask_database",
     "list_tables",
     "describe_table",

@@ -413,3 +413,11 @@ async def test_a_source_other_than_the_one_served_is_refused_naming_it(shop_serv
     )
     assert "UNTRUSTED" not in other.content[0].text
     assert not served.is_error and served.structured_content["rows"] == [[1]]
+
+
+async def test_list_sources_answers_with_one_database_too(shop_server, shop_db):
+    async with Client(shop_server) as client:
+        listed = await client.call_tool("list_sources", {})
+    [only] = listed.structured_content["sources"]
+    assert only["name"] == "main" and only["reachable"] and only["engine"] == shop_db.dialect
+    assert only["table_count"] == len(COMMON_TABLES) + (1 if shop_db.dialect == "postgres" else 0)
