@@ -12,8 +12,9 @@ import anyio
 from dbtools.cache import cache_dir
 from dbtools.engines import Database
 from mcp_server.agent import Agent, AgentAnswer, AgentConfig, RoundEvent
-from mcp_server.agent.errors import PolicyConfigError
+from mcp_server.agent.errors import EndpointError, PolicyConfigError
 from mcp_server.agent.policies import MODEL_SETUP_HINT, Policy, build_policy
+from mcp_server.agent.policies.endpoint import EndpointPolicy
 from mcp_server.question_gate import QuestionGate
 from mcp_server.settings import Settings
 from model.serving.cancel import CancelEvent, wait_until
@@ -76,7 +77,7 @@ class ModelRunner:
                 log.info("loading the text-to-SQL model from %s", where)
                 keeps_files = self.settings.quantize or self.settings.compile
                 try:
-                    self._policy = build_policy(
+                    policy = build_policy(
                         model_dir=self.settings.model,
                         endpoint=self.settings.endpoint,
                         endpoint_model=self.settings.endpoint_model,
@@ -92,12 +93,36 @@ class ModelRunner:
                     raise
                 except Exception as error:
                     raise ModelLoadError(f"loading the model from {where} failed: {error}") from error
+                if isinstance(policy, EndpointPolicy):
+                    self._check_endpoint(policy)
+                self._policy = policy
                 log.info("model ready")
             self._config = AgentConfig(
                 token_budget=self.settings.token_budget,
                 samples=self.settings.samples,
                 max_result_rows=self.settings.max_rows,
                 sampling=self.settings.sampling(),
+            )
+
+    def _check_endpoint(self, policy: EndpointPolicy) -> None:
+        """Contact the endpoint before calling the model ready: what it serves goes to the log, and an address
+        where nothing answers fails now, with the reason."""
+        try:
+            served = policy.probe()
+        except EndpointError as error:
+            raise ModelLoadError(str(error)) from None
+        if served is None:
+            log.info("the model server at %s answers (it lists no models)", self.settings.endpoint)
+        elif self.settings.endpoint_model not in served:
+            log.warning(
+                "the model server at %s serves %s, not --endpoint-model %s: questions will fail until it does",
+                self.settings.endpoint,
+                ", ".join(served) or "no model",
+                self.settings.endpoint_model,
+            )
+        else:
+            log.info(
+                "the model server at %s answers and serves %s", self.settings.endpoint, ", ".join(served)
             )
 
     def _agent(self, database: Database) -> Agent:

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 ENDPOINT_TIMEOUT_S = 300.0
 ENDPOINT_RETRIES = 4
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
+# How long the check at start-up waits for the server to list its models.
+PROBE_TIMEOUT_S = 5.0
 MAX_RETRY_AFTER_S = 60.0
 # Without the model's tokenizer, lengths are estimated; Qwen's BPE averages above 3 characters a token on
 # prose and SQL, so this errs on the long side.
@@ -279,6 +281,24 @@ class EndpointPolicy:
 
     def start(self, prompt: str, samples: int, max_tokens: int) -> EndpointRun:
         return EndpointRun(self, prompt, samples)
+
+    def probe(self, timeout_s: float = PROBE_TIMEOUT_S) -> list[str] | None:
+        """The models the server lists at `{base}/v1/models`; None where it lists none (not every server has
+        the route). Raises EndpointError when nothing answers at the address, so that a question fails at once
+        with the reason instead of after its retries."""
+        url = self.url.removesuffix("/completions") + "/models"
+        try:
+            response = httpx.get(url, headers=self._headers, timeout=timeout_s, verify=self._ssl_context)
+        except httpx.TransportError as error:
+            raise EndpointError(
+                f"the model server at {url} does not answer ({_reason(error)}): {UNREACHABLE_HINT}"
+            ) from None
+        if response.status_code != 200:
+            return None
+        try:
+            return [str(model["id"]) for model in response.json().get("data", [])]
+        except (ValueError, AttributeError, KeyError, TypeError):
+            return None
 
     def close(self) -> None:
         pass
