@@ -61,10 +61,12 @@ async def ask(server: ServerProcess) -> tuple[CallToolResult, float]:
     return result, time.monotonic() - started
 
 
-async def fails_clearly(server: ServerProcess, endpoint_url: str, *phrases: str) -> str:
-    """Ask, and check the failure: the phrases in the client's message, in time, in one log line without a
-    traceback. Returns the message."""
-    completions_url = f"{endpoint_url}/v1/completions"
+async def fails_clearly(
+    server: ServerProcess, endpoint_url: str, *phrases: str, path: str = "/v1/completions"
+) -> str:
+    """Ask, and check the failure: the phrases and the URL that failed (`path` of the endpoint) in the client's
+    message, in time, in one log line without a traceback. Returns the message."""
+    completions_url = f"{endpoint_url}{path}"
     logged_before = len(server.stderr_lines)
     result, elapsed = await ask(server)
     text = result.content[0].text
@@ -91,8 +93,10 @@ async def answers(server: ServerProcess) -> None:
 
 
 async def test_endpoint_down_then_back(server, endpoint_port):
+    """Down from the start: the endpoint is asked for its models before the model is called ready, and the
+    question fails at once on that, without the retries of a completion."""
     url = f"http://127.0.0.1:{endpoint_port}"
-    await fails_clearly(server, url, "connection refused", "gave up after 2 attempts", "--endpoint")
+    await fails_clearly(server, url, "does not answer (connection refused)", "--endpoint", path="/v1/models")
     with CompletionsServer([ANSWER], port=endpoint_port):
         await answers(server)
 
