@@ -19,7 +19,7 @@ DIE = "die"
 
 class CompletionsServer:
     """Answers POST /v1/completions with the next scripted response and records every request; a body given as
-    a dict is sent as JSON, a string as it is. `hung_up` counts held requests whose client went away.
+    a dict is sent as JSON, a string as it is. GET /v1/models lists `models` where given (404 otherwise). `hung_up` counts held requests whose client went away.
 
     Once the script is used up, `respond(body)` (when given) makes each response, as a model server answers any
     number of prompts; `delay_s` is the time every response takes, as a model writing it; `most_in_flight` is
@@ -32,6 +32,7 @@ class CompletionsServer:
         *,
         respond: Callable[[dict], tuple[int, dict | str]] | None = None,
         delay_s: float = 0.0,
+        models: list[str] | None = None,
     ) -> None:
         self.responses = list(responses)
         self.respond = respond
@@ -45,6 +46,12 @@ class CompletionsServer:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                if models is None or self.path != "/v1/models":
+                    self.send_error(404)
+                    return
+                self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in models]})
+
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 with outer.lock:
                     outer.in_flight += 1
@@ -74,7 +81,12 @@ class CompletionsServer:
                     outer._hold(self.connection)
                     self.close_connection = True
                     return
-                status, payload = response
+                self._send(*response)
+                if dies:
+                    self.wfile.flush()
+                    outer.stop_listening()
+
+            def _send(self, status: int, payload: dict | str) -> None:
                 data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
                 self.send_response(status)
                 self.send_header(
@@ -83,9 +95,6 @@ class CompletionsServer:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
-                if dies:
-                    self.wfile.flush()
-                    outer.stop_listening()
 
             def log_message(self, *args) -> None:
                 pass
