@@ -28,10 +28,10 @@ def called_name(node: exp.Func, dialect: str) -> str | None:
     """The lower-case name `node` is sent to the engine as; None when it is generated as syntax, not a call."""
     if isinstance(node, exp.Anonymous):
         return node.name.lower()
-    # Generated with its nested calls stubbed out, so that a deep query costs one pass, not one per level, and
-    # without comments, which could stand before the name.
+    # Generated with each argument that holds a call replaced by a literal, so that a deep query costs one pass,
+    # not one per level, and without comments, which could stand before the name.
     try:
-        generated = _stubbed(node).sql(dialect=dialect, comments=False)
+        generated = _without_nested_calls(node).sql(dialect=dialect, comments=False)
     except Exception:  # a generator that needs the real arguments: judge the node by sqlglot's own names
         return type(node).sql_names()[0].lower() if type(node).sql_names() else type(node).__name__.lower()
     found = _CALLED.match(generated)
@@ -40,17 +40,18 @@ def called_name(node: exp.Func, dialect: str) -> str | None:
     return found.group(1).lower()
 
 
-def _stubbed(node: exp.Func) -> exp.Func:
+def _without_nested_calls(node: exp.Func) -> exp.Func:
+    """A copy of `node` whose arguments holding a call are the literal 1: its own name is generated the same."""
     args = {}
     for key, value in node.args.items():
         if isinstance(value, list):
-            args[key] = [_stub(v) for v in value]
+            args[key] = [_literal_if_calling(v) for v in value]
         else:
-            args[key] = _stub(value)
+            args[key] = _literal_if_calling(value)
     return type(node)(**args)
 
 
-def _stub(value: object) -> object:
+def _literal_if_calling(value: object) -> object:
     if isinstance(value, exp.Expression) and value.find(exp.Func) is not None:
         return exp.Literal.number(1)
     return value.copy() if isinstance(value, exp.Expression) else value

@@ -19,7 +19,8 @@ from dbtools.access.rule_check import check_rules
 from dbtools.access.rules import VisibilityRules, table_names
 from dbtools.access.visible_query import VisibleQueries
 from dbtools.engines import Database, QueryResult, TableInfo
-from dbtools.errors import DatabaseToolError, QueryError, UnsafeQueryError
+from dbtools.engines.database import refuse_explain_of_explain
+from dbtools.errors import DatabaseToolError, QueryError
 from dbtools.safety import check_query
 
 # CREATE [OR REPLACE] [ALGORITHM=... DEFINER=... SQL SECURITY ...] [MATERIALIZED] VIEW name AS ... (MySQL's
@@ -233,8 +234,7 @@ class GuardedDatabase:
         return result
 
     def explain(self, sql: str, *, timeout_s: float | None = None) -> str:
-        if re.match(r"\s*explain\b", sql, re.IGNORECASE):
-            raise UnsafeQueryError("send the query without EXPLAIN: the plan is asked for without running it")
+        refuse_explain_of_explain(sql)
         rewritten = self.rewritten(sql)
         with self._errors_about(sql):
             return plan_shape(self._inner, rewritten, timeout_s or self._inner.timeout_s)

@@ -28,6 +28,12 @@ from dbtools.safety import check_query
 logger = logging.getLogger(__name__)
 
 
+def refuse_explain_of_explain(sql: str) -> None:
+    """A plan is asked for with the query alone: EXPLAIN in front of it is the caller's."""
+    if re.match(r"\s*explain\b", sql, re.IGNORECASE):
+        raise UnsafeQueryError("send the query without EXPLAIN: the plan is asked for without running it")
+
+
 class Database(ABC):
     """A read-only database. Thread-safe: every call may come from a different thread."""
 
@@ -128,8 +134,7 @@ class Database(ABC):
 
     def explain(self, sql: str, *, timeout_s: float | None = None) -> str:
         """The engine's plan for a query that `query` would accept, as indented text; the query is not run."""
-        if re.match(r"\s*explain\b", sql, re.IGNORECASE):
-            raise UnsafeQueryError("send the query without EXPLAIN: the plan is asked for without running it")
+        refuse_explain_of_explain(sql)
         self._check(sql)
         return self._plan(sql, timeout_s or self.timeout_s)
 
@@ -199,8 +204,8 @@ class Database(ABC):
         return self.dialect
 
     def result_name(self, text: str) -> str | None:
-        """The name the engine gives a result column without an alias written as `text` (an expression), where the
-        name comes from the text; None where it comes from the expression's kind alone."""
+        """The name the engine gives a result column without an alias written as `text` (an expression), where
+        result_names_by_text; None where it cannot tell."""
         return text
 
     def table_reference(self, name: str) -> exp.Table:

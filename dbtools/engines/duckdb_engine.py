@@ -166,11 +166,8 @@ class DuckDBDatabase(Database):
 
     def table_reference(self, name: str) -> exp.Table:
         self.tables()
-        schema, table = (
-            ("main", *self._table_parts[name])
-            if len(self._table_parts[name]) == 1
-            else self._table_parts[name]
-        )
+        parts = self._table_parts[name]
+        schema, table = ("main", *parts) if len(parts) == 1 else parts
         return exp.table_(
             exp.to_identifier(table, quoted=True),
             db=exp.to_identifier(schema, quoted=True),

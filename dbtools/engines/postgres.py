@@ -82,7 +82,7 @@ class PostgresDatabase(Database):
     """A PostgreSQL database behind a connection pool; safe for many threads at once."""
 
     dialect = "postgres"
-    result_names_by_text = False
+    result_names_by_text = False  # a function's name, a column's, or ?column?
     placeholder = "%s"
     # The check sums over pg_class, pg_attribute, pg_constraint and pg_description, system catalogs included:
     # about 10 ms a call on a small database.
@@ -188,9 +188,6 @@ class PostgresDatabase(Database):
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r'"
         )
         return {name if schema == "public" else f"{schema}.{name}" for schema, name in rows}
-
-    def result_name(self, text: str) -> str | None:
-        return None  # a function's name, a column's, or ?column?
 
     def _plan(self, sql: str, timeout_s: float) -> str:
         # Options first: whatever the statement starts with, it cannot be read as EXPLAIN's own options. stream()
