@@ -28,6 +28,12 @@ def refuse_syntax_the_engine_lacks(tree: exp.Expression, dialect: str) -> None:
                 lacking.append(f"{join.kind} JOIN")
             if join.side == "FULL" and dialect == "mysql":
                 lacking.append("FULL JOIN")
+        if dialect in ("sqlite", "mysql") and any(
+            alias.args.get("columns") and not isinstance(alias.parent, exp.CTE)
+            for alias in select.find_all(exp.TableAlias)
+        ):
+            # sqlglot drops it (SQLite) or writes the VALUES it names as a SELECT (MySQL), with a warning only
+            lacking.append("a column list after a table's alias")
         if lacking:
             raise UnsafeQueryError(
                 f"{lacking[0]} is not SQL that {_ENGINE_NAMES[dialect]} reads: write it without"

@@ -136,6 +136,19 @@ ATTACKS = [
     "SELECT {'a': 1, 'b': 2}, (SELECT count(*) FROM orders)",
     "SELECT * FROM (SELECT {'a': 1, 'b': 2}, (SELECT count(*) FROM orders)) AS x",
     "SELECT * FROM (customers CROSS JOIN bonuses)",
+    # Named windows, VALUES named like a hidden table, DuckDB's star modifiers and column patterns.
+    "SELECT name, rank() OVER w FROM employees WINDOW w AS (ORDER BY salary)",
+    "SELECT name, count(*) OVER w FROM orders o JOIN customers c ON c.id = o.customer_id WINDOW w AS (PARTITION BY email)",
+    "SELECT secrets.token FROM (VALUES (1, 'x')) AS secrets(id, token)",
+    "SELECT s.token FROM (VALUES (1, 'x')) AS s(id, token) JOIN secrets ON secrets.id = s.id",
+    "SELECT * EXCLUDE (name) FROM employees",
+    "SELECT * REPLACE (salary + 1 AS salary) FROM employees",
+    "SELECT COLUMNS('sal.*') FROM employees",
+    "SELECT COLUMNS('.*') FROM customers",
+    "SELECT region, count(*) FROM orders GROUP BY ALL",
+    "SELECT * FROM employees NATURAL FULL JOIN bonuses",
+    "SELECT name FROM customers ORDER BY 4",
+    "SELECT * FROM customers WHERE (id, region) IN (SELECT customer_id, region FROM orders)",
 ]
 # What an assistant or the agent asks of visible data: never refused, always as the redacted copy answers.
 LEGITIMATE = [
