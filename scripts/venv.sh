@@ -37,13 +37,18 @@ ensure_venv() {
 
 install_sqlscout() {
     local extras=$1
-    ensure_venv "then installing sqlscout[$extras] into it: $2"
-    # Re-install only when the pins, the package metadata or the extras changed since the last install.
-    local stamp=.venv/sqlscout-installed wanted
-    wanted="$extras $(cat constraints.txt pyproject.toml | cksum)"
-    if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
-        say "installing sqlscout[$extras] with the versions pinned in constraints.txt"
-        python -m pip install --disable-pip-version-check -c constraints.txt -e ".[$extras]" >&2
-        echo "$wanted" >"$stamp"
+    ensure_venv "then installing sqlscout${extras:+[$extras]} into it: $2"
+    # Re-install only when the pins or the package metadata changed, or an extra is wanted that the last install
+    # lacked; the extras installed before are kept, so serve.sh after test.sh installs nothing.
+    local stamp=.venv/sqlscout-installed sum installed_sum="" installed_extras="" union
+    sum=$(cat constraints.txt pyproject.toml | cksum | cut -d' ' -f1)
+    [ -f "$stamp" ] && read -r installed_sum installed_extras <"$stamp"
+    union=$extras
+    if [ "$installed_sum" = "$sum" ]; then
+        union=$(echo "$installed_extras,$extras" | tr ',' '\n' | sed '/^$/d' | sort -u | paste -sd, -)
+        [ "$union" = "$installed_extras" ] && return
     fi
+    say "installing sqlscout${union:+[$union]} with the versions pinned in constraints.txt"
+    python -m pip install --disable-pip-version-check -c constraints.txt -e ".${union:+[$union]}" >&2
+    echo "$sum $union" >"$stamp"
 }
