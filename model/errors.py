@@ -9,7 +9,7 @@ DOWNLOAD_HINT = "hf download trl-lab/qwen3.5-2b-grpo-sqale --local-dir DIR"
 # What `pip install .` leaves out: the local engine comes with the `local` extra.
 LOCAL_ENGINE_PACKAGES = ("torch", "safetensors")
 LOCAL_ENGINE_INSTALL = (
-    "install it in the sqlscout checkout with `pip install -c constraints.txt '.[local]'` (`bash scripts/serve.sh` "
+    "install it in the sqlscout checkout with `pip install -c constraints.txt '.[local]'` (`bash scripts/serve.sh --model DIR` "
     "installs it into .venv)"
 )
 

@@ -95,5 +95,5 @@ def test_build_policy_without_the_local_engine_says_how_to_install_it(tmp_path, 
         build_policy(model_dir=tmp_path)
     assert str(refused.value) == (
         "the local engine needs torch, which this Python lacks: install it in the sqlscout checkout with "
-        "`pip install -c constraints.txt '.[local]'` (`bash scripts/serve.sh` installs it into .venv)"
+        "`pip install -c constraints.txt '.[local]'` (`bash scripts/serve.sh --model DIR` installs it into .venv)"
     )

@@ -113,7 +113,7 @@ def test_a_local_model_without_the_local_engine_says_how_to_install_it(tmp_path,
         Settings(model=str(tmp_path))
     assert str(refused.value) == (
         f"--model: the local engine needs {absent}, which this Python lacks: install it in the sqlscout checkout "
-        "with `pip install -c constraints.txt '.[local]'` (`bash scripts/serve.sh` installs it into .venv); or run "
+        "with `pip install -c constraints.txt '.[local]'` (`bash scripts/serve.sh --model DIR` installs it into .venv); or run "
         "the model on a server and give --endpoint URL"
     )
     assert Settings(model=str(tmp_path), endpoint="http://localhost:8001/v1", endpoint_model="m").model
