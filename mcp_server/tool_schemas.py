@@ -34,8 +34,9 @@ def result_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def _compact(node: Any, definitions: dict[str, Any], dropped: tuple[str, ...]) -> Any:
-    """`node` with references inlined, the `dropped` keywords, null defaults and `additionalProperties: true`
-    left out, and a union of plain types (such as `X | None`) as one list of types."""
+    """`node` with references inlined, and the `dropped` keywords, null defaults and `additionalProperties: true`
+    left out. A union stays `anyOf` with one type per branch: a list of types (`["string", "null"]`) is legal JSON
+    Schema, but hosts that map tool schemas onto a one-type dialect (Gemini's function declarations) reject it."""
     if isinstance(node, list):
         return [_compact(item, definitions, dropped) for item in node]
     if not isinstance(node, dict):
@@ -57,20 +58,14 @@ def _compact(node: Any, definitions: dict[str, Any], dropped: tuple[str, ...]) -
             out[key] = {name: _compact(prop, definitions, dropped) for name, prop in value.items()}
         else:
             out[key] = _compact(value, definitions, dropped)
-    variants = out.pop("anyOf", None)
-    if variants is None:
-        return out
-    if all(set(v) == {"type"} and isinstance(v["type"], str) for v in variants):
-        return {**out, "type": [v["type"] for v in variants]}
-    others = [v for v in variants if v != {"type": "null"}]
-    if len(others) == 1 and len(variants) == 2 and isinstance(others[0].get("type"), str):
-        return {**out, **others[0], "type": [others[0]["type"], "null"]}  # `X | None` for a structured X
-    return {**out, "anyOf": variants}
+    return out
 
 
 def _without_null(prop: dict[str, Any]) -> dict[str, Any]:
-    kinds = prop.get("type")
-    if not (isinstance(kinds, list) and "null" in kinds):
+    """An optional argument's `X | None` as X: omitting the argument says the same as null."""
+    variants = prop.get("anyOf")
+    if variants is None:
         return prop
-    rest = [k for k in kinds if k != "null"]
-    return {**prop, "type": rest[0] if len(rest) == 1 else rest}
+    rest = [v for v in variants if v != {"type": "null"}]
+    others = {k: v for k, v in prop.items() if k != "anyOf"}
+    return {**others, **rest[0]} if len(rest) == 1 else {**others, "anyOf": rest}

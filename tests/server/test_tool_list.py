@@ -47,6 +47,16 @@ def tool_list_chars(tools) -> int:
     return len(json.dumps({"tools": listed}, separators=(",", ":")))
 
 
+def list_typed(schema) -> list:
+    """Every `type` in a schema, at any depth, that is a list of types."""
+    if isinstance(schema, list):
+        return [found for item in schema for found in list_typed(item)]
+    if not isinstance(schema, dict):
+        return []
+    own = [schema["type"]] if isinstance(schema.get("type"), list) else []
+    return own + [found for value in schema.values() for found in list_typed(value)]
+
+
 def server_with_model(db):
     settings = Settings(max_rows=100)
     return build_server(settings, db, ModelRunner(settings, db, policy=byte_replay(SCRIPT)))
@@ -78,6 +88,8 @@ async def test_with_a_model_the_whole_list_fits_and_the_instructions_offer_it(sh
         assert all("items" not in prop for prop in tool.output_schema["properties"].values())
         assert "title" not in json.dumps(tool.input_schema) + json.dumps(tool.output_schema)
         assert "\n" not in tool.description
+        # One type per schema: hosts that map tool schemas onto a one-type dialect reject a list of types.
+        assert not list_typed(tool.input_schema) and not list_typed(tool.output_schema), tool.name
 
 
 async def test_every_result_matches_its_published_schema(shop_db):
