@@ -18,8 +18,16 @@ from typing import Annotated, Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types import (
+    CallToolResult,
+    DiscoverResult,
+    InputRequiredResult,
+    RequestParams,
+    TextContent,
+    ToolAnnotations,
+)
 from mcp_types import Tool as MCPTool
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field, ValidationError
 
 from dbtools.access.rules import VisibilityRules
@@ -172,6 +180,17 @@ class ScoutServer(MCPServer):
         self._tool_list: list[MCPTool] | None = None
         self._sources = sources
         self._audit = audit
+        self._lowlevel_server.add_request_handler("server/discover", RequestParams, self._discover)
+
+    async def _discover(self, ctx: Any, params: RequestParams) -> DiscoverResult:
+        """The SDK's `server/discover` reply, but with the capabilities `initialize` gives: the server sends no
+        list-change or resource-update notifications, in either protocol era (the SDK would advertise both
+        where it serves `subscriptions/listen`)."""
+        return DiscoverResult(
+            supported_versions=list(MODERN_PROTOCOL_VERSIONS),
+            capabilities=self._lowlevel_server.get_capabilities(),
+            instructions=self.instructions,
+        )
 
     async def list_tools(self) -> list[MCPTool]:
         if self._tool_list is None:
