@@ -50,10 +50,21 @@ class ModelRunner:
         self.threads = anyio.CapacityLimiter(settings.max_concurrent_questions)
         self._questions: set[CancelEvent] = set()  # the cancel events of the questions asked now
         self._questions_changed = threading.Condition()
+        self._status = (
+            ("ready" if policy else "not loaded yet")
+            if self.configured
+            else "not configured (start the server with --model DIR or --endpoint URL)"
+        )
 
     @property
     def configured(self) -> bool:
         return self._policy is not None or self.settings.has_model
+
+    @property
+    def status(self) -> str:
+        """The model behind ask_database in one sentence (loading, ready, what the endpoint serves, or why it
+        failed), as of the last load or question: list_sources and the schema overview show it."""
+        return self._status
 
     def preload_in_background(self) -> None:
         """Start loading now so the first question does not wait for it; failures surface on that question."""
@@ -69,11 +80,19 @@ class ModelRunner:
             log.debug("the model did not load", exc_info=True)
 
     def _ensure_policy(self) -> None:
+        try:
+            self._load()
+        except (PolicyConfigError, ModelLoadError) as error:
+            self._status = f"failed to load: {error}"
+            raise
+
+    def _load(self) -> None:
         if self._config is None:
             if self._policy is None:
                 if not self.settings.has_model:
                     raise PolicyConfigError(f"no text-to-SQL model is configured: {MODEL_SETUP_HINT}")
                 where = self.settings.model or self.settings.endpoint
+                self._status = f"loading from {self._where()}"
                 log.info("loading the text-to-SQL model from %s", where)
                 keeps_files = self.settings.quantize or self.settings.compile
                 try:
@@ -94,7 +113,9 @@ class ModelRunner:
                 except Exception as error:
                     raise ModelLoadError(f"loading the model from {where} failed: {error}") from error
                 if isinstance(policy, EndpointPolicy):
-                    self._check_endpoint(policy)
+                    self._status = self._check_endpoint(policy)
+                else:
+                    self._status = f"ready: the local engine runs the model from {self._where()}"
                 self._policy = policy
                 log.info("model ready")
             self._config = AgentConfig(
@@ -104,26 +125,30 @@ class ModelRunner:
                 sampling=self.settings.sampling(),
             )
 
-    def _check_endpoint(self, policy: EndpointPolicy) -> None:
-        """Contact the endpoint before calling the model ready: what it serves goes to the log, and an address
-        where nothing answers fails now, with the reason."""
+    def _check_endpoint(self, policy: EndpointPolicy) -> str:
+        """Contact the endpoint before calling the model ready: what it serves goes to the log and is the
+        status, and an address where nothing answers fails now, with the reason."""
         try:
             served = policy.probe()
         except EndpointError as error:
             raise ModelLoadError(str(error)) from None
+        server = f"the model server at {self._where()}"
         if served is None:
-            log.info("the model server at %s answers (it lists no models)", self.settings.endpoint)
+            status = f"ready: {server} answers (it lists no models)"
         elif self.settings.endpoint_model not in served:
-            log.warning(
-                "the model server at %s serves %s, not --endpoint-model %s: questions will fail until it does",
-                self.settings.endpoint,
-                ", ".join(served) or "no model",
-                self.settings.endpoint_model,
+            status = (
+                f"{server} serves {', '.join(served) or 'no model'}, not --endpoint-model "
+                f"{self.settings.endpoint_model}: questions will fail until it does"
             )
+            log.warning("%s", status)
+            return status
         else:
-            log.info(
-                "the model server at %s answers and serves %s", self.settings.endpoint, ", ".join(served)
-            )
+            status = f"ready: {server} answers and serves {', '.join(served)}"
+        log.info("%s", status)
+        return status
+
+    def _where(self) -> str:
+        return str(self.settings.endpoint or self.settings.model)
 
     def _agent(self, database: Database) -> Agent:
         with self._agents_lock:
@@ -155,7 +180,14 @@ class ModelRunner:
         with self._running(cancel), self._gate.turn(cancel):
             self._loaded(cancel)
             agent = self._agent(database or self.db)
-            return agent.ask(question, evidence, on_round=on_round, cancel=cancel)
+            try:
+                answer = agent.ask(question, evidence, on_round=on_round, cancel=cancel)
+            except EndpointError as error:
+                self._status = f"the model server at {self._where()} failed the last question: {error}"
+                raise
+            if not self._status.startswith("ready"):
+                self._status = f"ready: the model server at {self._where()} answered the last question"
+            return answer
 
     def _loaded(self, cancel: CancelEvent) -> None:
         if self._config is not None:

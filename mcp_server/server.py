@@ -351,10 +351,10 @@ class ScoutTools:
             return state.source.database(state.extra)
 
     def list_sources(self) -> CallToolResult:
-        """The databases served: name, engine, description, table count and whether each is reachable now."""
+        """The databases served (engine, description, table count, reachable now) and ask_database's model."""
         visible = [source for source in self.sources if self._visible(source.name)]
         extra = self.identities.rules_of(current_identity.get())
-        result = SourceList(sources=source_summaries(visible, extra))
+        result = SourceList(sources=source_summaries(visible, extra), model=self.runner.status)
         lines = [
             f"{s.name} ({s.engine}"
             + (f", {counted(s.table_count, 'table')})" if s.reachable else f", unreachable: {s.error})")
@@ -362,6 +362,7 @@ class ScoutTools:
             + (f"\n  warning: {s.warning}" if s.warning else "")
             for s in result.sources
         ]
+        lines.append(f"ask_database's model: {result.model}")
         return structured(result, f"{counted(len(result.sources), 'source')}.", "\n".join(lines))
 
     def list_tables(
@@ -642,6 +643,7 @@ class ScoutTools:
                 if not named:
                     raise
                 sections.append(f"# Source {source.name}: cannot be read now\n\n{error}")
+        sections.append(f"ask_database's model: {self.runner.status}")
         return fence("Schema overview.", "\n\n".join(sections))
 
     def _overview(self, name: str, named: bool) -> str:

@@ -23,6 +23,7 @@ class SourceSummary(BaseModel):
 
 class SourceList(BaseModel):
     sources: list[SourceSummary]
+    model: str  # the model behind ask_database: ready, loading, or why it is not
 
 
 class TableSummary(BaseModel):

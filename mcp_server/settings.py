@@ -364,6 +364,12 @@ class Settings:
             raise SettingsError(
                 f"--endpoint (SQLSCOUT_ENDPOINT) has a port that is not a number: {self.endpoint!r}"
             ) from None
+        # The URL is shown in logs, errors and list_sources; a key belongs where nothing shows it.
+        if parts.username or parts.password:
+            raise SettingsError(
+                "--endpoint (SQLSCOUT_ENDPOINT) carries credentials (user:password@): give the key with --api-key "
+                "(SQLSCOUT_API_KEY) instead"
+            )
 
     def _check_model(self) -> None:
         """Refuse at start-up what would fail at the first question: a --model that is no model directory (with

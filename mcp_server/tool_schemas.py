@@ -29,7 +29,8 @@ def result_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema(mode="serialization")
     compact = _compact(schema, schema.get("$defs", {}), dropped=_NEVER_PUBLISHED + _NOT_IN_RESULTS)
     for prop in compact["properties"].values():
-        prop.pop("items", None)
+        for variant in (prop, *prop.get("anyOf", ())):
+            variant.pop("items", None)
     return compact
 
 

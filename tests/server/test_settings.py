@@ -87,6 +87,13 @@ def test_an_endpoint_that_is_no_http_url_is_refused_at_start(url):
     assert Settings(endpoint="https://models.example:8443/v1", endpoint_model="m").endpoint
 
 
+def test_an_endpoint_with_credentials_in_its_url_is_refused_for_api_key():
+    """The URL is shown in logs, errors and list_sources."""
+    with pytest.raises(SettingsError, match=r"carries credentials .*--api-key") as refused:
+        Settings(endpoint="https://me:s3cret@models.example/v1", endpoint_model="m")
+    assert "s3cret" not in str(refused.value)
+
+
 def test_a_folder_without_config_json_is_not_taken_for_a_model(tmp_path):
     with pytest.raises(SettingsError) as refused:
         Settings(model=str(tmp_path))

@@ -85,7 +85,9 @@ async def test_with_a_model_the_whole_list_fits_and_the_instructions_offer_it(sh
     for tool in tools.values():
         assert tool.annotations.read_only_hint is True and tool.annotations.open_world_hint is False
         assert tool.output_schema["type"] == "object" and tool.output_schema["properties"]
-        assert all("items" not in prop for prop in tool.output_schema["properties"].values())
+        assert '"items"' not in json.dumps(
+            tool.output_schema
+        )  # a result's lists are not checked item by item
         assert "title" not in json.dumps(tool.input_schema) + json.dumps(tool.output_schema)
         assert "\n" not in tool.description
         # One type per schema: hosts that map tool schemas onto a one-type dialect reject a list of types.
