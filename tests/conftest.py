@@ -89,6 +89,7 @@ SLOW = {
         "runs the concurrency benchmark"
     ),
     "tests/server/test_light_install.py": "builds the wheel and a virtual environment",
+    "tests/server/test_inspector_cli.py": "installs the MCP Inspector from npm and starts a server per call",
     "tests/server/test_quickstart.py::test_the_readme_quickstart_reaches_a_tools_call": "installs a fresh checkout's .venv",
     "tests/benchmarks/test_gpu_machine_imports.py::test_the_ask_episode_runs_without_the_server_packages": (
         "runs the GPU suite's ask episode in a subprocess"
