@@ -41,6 +41,8 @@ class MariaDBServer:
         self.root = Path(tempfile.mkdtemp(prefix="sqlscout-mariadb-"))
         self.data_dir = self.root / "data"
         self.socket = self.root / "sock"
+        # Its own folder for temporary tables: servers of parallel test workers share no files in /tmp.
+        self.tmp_dir = self.root / "tmp"
         self.port = _free_port()
         self.start_timeout_s = start_timeout_s
         self._process: subprocess.Popen | None = None
@@ -56,7 +58,9 @@ class MariaDBServer:
             *self._user,
             "--auth-root-authentication-method=normal",
             "--skip-test-db",
+            f"--tmpdir={self.tmp_dir}",
         ]
+        self.tmp_dir.mkdir()
         done = subprocess.run(install, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"mariadb-install-db failed:\n{done.stdout}\n{done.stderr}")
@@ -65,6 +69,7 @@ class MariaDBServer:
             "--no-defaults",
             f"--datadir={self.data_dir}",
             f"--socket={self.socket}",
+            f"--tmpdir={self.tmp_dir}",
             f"--port={self.port}",
             "--bind-address=127.0.0.1",
             *self._user,
