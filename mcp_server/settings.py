@@ -15,7 +15,16 @@ from dbtools.query_limits import DEFAULT_QUERY_LIMITS
 from mcp_server.agent.episode import EpisodeLimits
 from mcp_server.agent.policies.endpoint import ENDPOINT_RETRIES, ENDPOINT_TIMEOUT_S
 from mcp_server.audit_log import KEPT_FILES as KEPT_AUDIT_FILES
-from model.engine_options import DEVICES, DTYPES, MAX_DRAFT_TOKENS, QUANTIZATIONS, SPECULATION, EngineOptions
+from model.engine_options import (
+    CPU_ISA_HELP,
+    CPU_ISAS,
+    DEVICES,
+    DTYPES,
+    MAX_DRAFT_TOKENS,
+    QUANTIZATIONS,
+    SPECULATION,
+    EngineOptions,
+)
 from model.errors import ModelDirectoryError, OptionError, missing_local_engine
 from model.model_dir import check_model_dir
 from model.sampling_params import SamplingParams
@@ -149,6 +158,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "threads", "CPU threads of a local model (default: one per physical core)", parse=int, metavar="N"
     ),
+    Option("cpu_isa", CPU_ISA_HELP, choices=CPU_ISAS),
     Option(
         "compile",
         "compile a local model's CPU decode step with torch.compile while the model loads (minutes once, kept "
@@ -272,6 +282,7 @@ class Settings:
     dtype: str | None = None
     quantize: str | None = None
     threads: int | None = None
+    cpu_isa: str | None = None
     compile: bool = False
     speculate: str = EngineOptions.speculate
     speculate_tokens: int = EngineOptions.speculate_tokens
@@ -399,6 +410,7 @@ class Settings:
             dtype=self.dtype,
             quantize=self.quantize,
             threads=self.threads,
+            cpu_isa=self.cpu_isa,
             compile=self.compile,
             speculate=self.speculate,
             speculate_tokens=self.speculate_tokens,

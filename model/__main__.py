@@ -12,7 +12,16 @@ from pathlib import Path
 import configargparse
 import torch
 
-from model.engine_options import DEVICES, DTYPES, MAX_DRAFT_TOKENS, QUANTIZATIONS, SPECULATION, EngineOptions
+from model.engine_options import (
+    CPU_ISA_HELP,
+    CPU_ISAS,
+    DEVICES,
+    DTYPES,
+    MAX_DRAFT_TOKENS,
+    QUANTIZATIONS,
+    SPECULATION,
+    EngineOptions,
+)
 from model.sampling_params import SamplingParams
 
 
@@ -71,6 +80,7 @@ def build_parser() -> configargparse.ArgumentParser:
     parser.add_argument(
         "--threads", type=int, env_var="SQLSCOUT_THREADS", help="CPU threads (default: one per physical core)"
     )
+    parser.add_argument("--cpu-isa", choices=CPU_ISAS, env_var="SQLSCOUT_CPU_ISA", help=CPU_ISA_HELP)
     parser.add_argument(
         "--compile",
         action=argparse.BooleanOptionalAction,
@@ -134,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             dtype=args.dtype,
             quantize=args.quantize,
             threads=args.threads,
+            cpu_isa=args.cpu_isa,
             compile=args.compile,
             max_context=args.max_context,
             speculate=args.speculate,

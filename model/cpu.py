@@ -17,29 +17,36 @@ from typing import TypeVar
 
 import torch
 
+from kernels import cpu as cpu_kernels
+from kernels.cpu import isa
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-ARM_MACHINES = ("arm64", "aarch64")
 SYSFS_CPUS = Path("/sys/devices/system/cpu")
 
 
 def native_bf16() -> bool:
-    """Whether the CPU multiplies bf16 natively: avx512_bf16 or AMX on x86, the BF16 extension on Arm.
+    """Whether the CPU multiplies bf16 natively: avx512_bf16 or AMX on x86, the BF16 extension on Arm; and
+    --cpu-isa leaves them to the engine.
 
     Without it torch widens every bf16 operand in software: a bf16 matrix product then runs several times
     slower than fp32 (prefill), which the halved weight bytes of a decode step do not make up for.
     """
-    if platform.machine().lower() in ARM_MACHINES:
+    level = cpu_kernels.chosen_isa()
+    if platform.machine().lower() in isa.ARM_MACHINES:
         # On Arm oneDNN's bf16 check is the BF16 extension itself; on x86 it accepts plain AVX-512.
-        return torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    return _torch_cpu_has("_is_avx512_bf16_supported") or amx_tiles()
+        supported = torch.backends.mkldnn.is_available() and bool(
+            torch.ops.mkldnn._is_mkldnn_bf16_supported()
+        )
+        return supported and level == isa.NATIVE
+    return isa.allows("avx512-bf16", level) and (_torch_cpu_has("_is_avx512_bf16_supported") or amx_tiles())
 
 
 def amx_tiles() -> bool:
     """Whether the CPU has AMX's matrix tiles (Intel Xeons since Sapphire Rapids), which oneDNN's bf16 products
-    run on."""
-    return _torch_cpu_has("_is_amx_tile_supported")
+    run on, and --cpu-isa leaves them to the engine."""
+    return isa.allows("amx", cpu_kernels.chosen_isa()) and _torch_cpu_has("_is_amx_tile_supported")
 
 
 def _torch_cpu_has(check: str) -> bool:

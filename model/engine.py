@@ -20,6 +20,7 @@ from model.draft_budget import DraftBudget
 from model.draft_head import DraftHead, DraftHeadRows
 from model.drafting import NgramDrafter, NgramIndex
 from model.engine_options import MAX_DRAFT_TOKENS, EngineOptions
+from model.errors import OptionError
 from model.loader import load_draft_head, load_weights
 from model.model_dir import check_model_dir
 from model.qwen35 import Qwen35Model
@@ -100,6 +101,11 @@ class Engine:
         options.check_device(device.type)
         if device.type == "cpu":
             set_cpu_threads(options.threads)
+            if options.cpu_isa is not None:
+                try:
+                    cpu_kernels.set_isa(options.cpu_isa)
+                except ValueError as error:
+                    raise OptionError("cpu_isa", str(error)) from None
             cpu_kernels.ops()  # built (once per machine) before the first token, not during it
         dtype = getattr(torch, options.dtype) if options.dtype is not None else chosen_dtype(device)
         config = Qwen35Config.from_model_dir(path)

@@ -16,6 +16,12 @@ QUANTIZATIONS = ("int8", "int4")
 # H200, and no verify pass is compiled.
 SPECULATION = ("auto", "ngram", "mtp", "off")
 MAX_DRAFT_TOKENS = 8  # the longest draft a verify pass may check
+# The instruction sets the CPU kernels can be capped at (kernels/cpu/isa.py), highest first; native: this CPU's best.
+CPU_ISAS = ("native", "amx", "avx512-bf16", "avx512", "avx2", "generic")
+CPU_ISA_HELP = (
+    "the instruction set a local model's CPU kernels (and torch's own) are built for and use: native (default, "
+    "this CPU's best) or a lower level this CPU runs, to run and measure that level's path"
+)
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,9 @@ class EngineOptions:
     dtype: str | None = None  # of the activations; None: cpu.default_dtype of the device
     quantize: str | None = None  # int8 or int4 (with some 6-bit) weights (CPU only); None: as stored
     threads: int | None = None  # CPU threads; None: one per physical core unless OMP_NUM_THREADS decides
+    cpu_isa: str | None = (
+        None  # the CPU kernels' instruction set, capped (CPU_ISAS); None: SQLSCOUT_CPU_ISA or native
+    )
     compile: bool = False  # the CPU decode step through torch.compile
     max_context: int = 32768  # tokens a session holds at most
     prefill_chunk: int = 2048  # tokens run through the model at once while prefilling
@@ -48,6 +57,7 @@ class EngineOptions:
             ("dtype", DTYPES),
             ("quantize", QUANTIZATIONS),
             ("speculate", SPECULATION),
+            ("cpu_isa", CPU_ISAS),
         )
         for name, choices in choices_of:
             value = getattr(self, name)
@@ -84,3 +94,5 @@ class EngineOptions:
             raise OptionError(
                 "compile", "compiles the CPU decode step; on a GPU the step is a CUDA graph already: drop it"
             )
+        if self.cpu_isa not in (None, "native"):
+            raise OptionError("cpu_isa", "caps the CPU kernels, which a model on a GPU does not run: drop it")

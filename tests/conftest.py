@@ -66,8 +66,9 @@ SLOW = {
         "every gold query on the full demo database"
     ),
     "tests/kernels/test_compile_targets.py": "compiles 124 kernels for six GPU targets (minutes on a first run)",
-    "tests/kernels/test_weight_products.py::test_products_built_for_other_instruction_sets_match_the_reference": (
-        "builds the C++ weight products twice more"
+    "tests/model/test_cli.py::test_a_capped_instruction_set_builds_and_runs_that_level": "builds the AVX2 kernels",
+    "tests/kernels/test_cpu_isa.py::test_every_other_level_matches_the_reference": (
+        "builds the C++ kernels once more per instruction-set level"
     ),
     "tests/model/test_compiled_decode.py::test_compiled_decoding_matches_eager_decoding": "torch.compile",
     "tests/model/test_compiled_decode.py::test_warming_up_compiles_the_step_a_later_session_of_one_row_runs": (

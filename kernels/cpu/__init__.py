@@ -7,7 +7,8 @@ attention of a step's query (attention_step.cpp), RMSNorm with its residual add 
 
 torch.utils.cpp_extension builds the library once (about 10-20 s) into torch's extension cache
 (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and reloads it from there; a changed source or
-compiler flag builds again. Without a C++ compiler, with SQLSCOUT_KERNELS=torch, or when the build fails, the
+compiler flag builds again. It is built for this CPU (-march=native) unless set_isa() or SQLSCOUT_CPU_ISA caps
+the instruction set at a lower level (kernels/cpu/isa.py), each level a library of its own. Without a C++ compiler, with SQLSCOUT_KERNELS=torch, or when the build fails, the
 same math runs in plain PyTorch instead (kernels/reference), after a one-line notice.
 """
 
@@ -16,12 +17,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import platform
 from pathlib import Path
 
 import torch
 
 from kernels.backend import get_backend
+from kernels.cpu import isa
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +39,11 @@ INCLUDED = [
         "rms_norm.cpp",
         "attention_inputs.cpp",
         "swiglu.cpp",
+        "instructions.cpp",
         "vectors.h",
     )
 ]
 LIBRARY = "sqlscout_cpu_products"
-ARM_MACHINES = ("arm64", "aarch64")
 
 
 def _products(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -83,11 +84,6 @@ FAKES = {
 }
 
 
-def _tuning_flag() -> str:
-    # GCC on Arm spells "this CPU" -mcpu; x86 compilers -march.
-    return "-mcpu=native" if platform.machine().lower() in ARM_MACHINES else "-march=native"
-
-
 def sources_flag() -> str:
     """A define naming the included files' digest: torch rebuilds when library.cpp or the flags change, and only
     this flag tells it that a file it includes did."""
@@ -112,12 +108,16 @@ def _build() -> object | None:
     from torch.utils import cpp_extension
 
     _put_ninja_on_path()
-    log.info("loading the CPU kernels (compiled for this CPU on first use, about 15 s)")
+    try:
+        isa.check(_isa)
+    except ValueError as error:
+        raise ValueError(f"{isa.ENV_VAR} {error}") from None
+    log.info("loading the CPU kernels for %s (compiled on first use, about 15 s)", _level_words())
     # -Wno-psabi: the vector helpers are inline and internal, so the ABI notes GCC prints are noise.
-    flags = ["-O3", _tuning_flag(), "-fopenmp", "-Wno-psabi", sources_flag()]
+    flags = ["-O3", *isa.compile_flags(_isa), "-fopenmp", "-Wno-psabi", sources_flag()]
     try:
         cpp_extension.load(
-            name=LIBRARY,
+            name=library_name(_isa),
             sources=[str(LIBRARY_SOURCE)],
             extra_cflags=flags,
             extra_ldflags=["-fopenmp"],
@@ -134,12 +134,42 @@ def _build() -> object | None:
         return None
     for name, fake in FAKES.items():
         torch.library.register_fake(f"sqlscout_cpu::{name}")(fake)
+    log.info("the CPU kernels use %s", torch.ops.sqlscout_cpu.instructions())
     return torch.ops.sqlscout_cpu
+
+
+def library_name(level: str) -> str:
+    """The library of a level: each its own file in torch's cache, so that switching levels rebuilds nothing."""
+    return LIBRARY if level == isa.NATIVE else f"{LIBRARY}_{level.replace('-', '_')}"
+
+
+def _level_words() -> str:
+    return "this CPU" if _isa == isa.NATIVE else f"the {_isa} instruction set ({ISA_CAP_WORDS})"
+
+
+ISA_CAP_WORDS = f"--cpu-isa or {isa.ENV_VAR}"
 
 
 _UNBUILT = object()
 # A plain global rather than a cache decorator: torch.compile reads it as a constant in a compiled step.
 _ops: object | None = _UNBUILT
+_isa = os.environ.get(isa.ENV_VAR, "").strip().lower() or isa.NATIVE
+
+
+def set_isa(level: str) -> None:
+    """Build the kernels at `level` (kernels/cpu/isa.py; `native`: this CPU's best) and cap torch's own CPU
+    kernels there too. ValueError for a level this CPU cannot run, or when the kernels of another level are
+    already loaded in this process."""
+    global _isa
+    isa.check(level)
+    if _ops is not _UNBUILT and level != _isa:
+        raise ValueError(f"is {level}, but this process already runs the CPU kernels built for {_isa}")
+    _isa = level
+    isa.cap_torch(level)
+
+
+def chosen_isa() -> str:
+    return _isa
 
 
 def ops() -> object | None:

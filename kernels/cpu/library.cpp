@@ -9,3 +9,4 @@
 #include "rms_norm.cpp"
 #include "attention_inputs.cpp"
 #include "swiglu.cpp"
+#include "instructions.cpp"

@@ -1,7 +1,7 @@
-"""Builds the C++ CPU kernels for another instruction set than this CPU's best (AVX2 without AVX-512, or no vector
-extension at all) and checks each product and fused step against the torch reference: run as
-`python -m tests.kernels.other_isa_products "FLAGS" BUILD_DIR` in a process of its own, since the library
-registers the same operators as the one the engine builds."""
+"""Builds the C++ CPU kernels at one instruction-set level (kernels/cpu/isa.py) and checks each product and fused
+step against the torch reference: run as `python -m tests.kernels.other_isa_products LEVEL BUILD_DIR` in a process
+of its own, since the library registers the same operators as the one the engine builds. Prints the instructions
+the build uses, then the largest relative error."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from torch.utils.cpp_extension import load
 
 import kernels
-from kernels.cpu import LIBRARY_SOURCE, sources_flag
+from kernels.cpu import LIBRARY_SOURCE, isa, library_name, sources_flag
 from kernels.reference import attention as attention_ref
 from kernels.reference import rms_norm as norm_ref
 from kernels.reference import weight_products as layout
@@ -105,13 +105,14 @@ def _error(out: torch.Tensor, want: torch.Tensor, what: str) -> float:
 
 
 if __name__ == "__main__":
-    flags, build_dir = sys.argv[1].split(), sys.argv[2]
+    level, build_dir = sys.argv[1], sys.argv[2]
     load(
-        name="sqlscout_cpu_products_check",
+        name=library_name(level),
         sources=[str(LIBRARY_SOURCE)],
-        extra_cflags=["-O3", *flags, "-fopenmp", "-Wno-psabi", sources_flag()],
+        extra_cflags=["-O3", *isa.compile_flags(level), "-fopenmp", "-Wno-psabi", sources_flag()],
         extra_ldflags=["-fopenmp"],
         is_python_module=False,
         build_directory=build_dir,
     )
+    print(torch.ops.sqlscout_cpu.instructions())
     print(check(torch.ops.sqlscout_cpu))

@@ -5,10 +5,6 @@ itself."""
 from __future__ import annotations
 
 import logging
-import platform
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -296,60 +292,3 @@ def test_without_a_compiler_the_products_fall_back_with_one_notice(monkeypatch, 
         assert cpu_kernels.ops() is None
     notices = [r for r in caplog.records if "plain PyTorch" in r.getMessage()]
     assert len(notices) == 1 and "g++: command not found" in notices[0].getMessage()
-
-
-# Flags for another instruction set than this CPU's best: most laptops' AVX2 without AVX-512 (with and without
-# the 256-bit integer dot products of recent laptops, AVX-VNNI), and none (the portable branch of every helper).
-OTHER_ISAS = {
-    "avx2": "-mavx2 -mfma -mf16c",
-    "avx-vnni": "-mavx2 -mfma -mf16c -mavxvnni",
-    "no-vector-extension": "-O2",
-}
-
-
-def _runs(isa: str) -> bool:
-    if isa == "no-vector-extension":
-        return True
-    if platform.machine() not in ("x86_64", "AMD64") or not _has_avx2():
-        return False
-    cpuinfo = Path("/proc/cpuinfo")
-    return isa == "avx2" or (cpuinfo.is_file() and " avx_vnni" in cpuinfo.read_text())
-
-
-@pytest.fixture(scope="module")
-def other_isa_checks(tmp_path_factory) -> Iterator[dict[str, subprocess.Popen]]:
-    """tests/kernels/other_isa_products.py for each instruction set this CPU can run, all started at once: each
-    is a compile of its own, which the other's need not wait for."""
-    runs = {}
-    for name, flags in OTHER_ISAS.items():
-        if not _runs(name):
-            continue
-        command = [
-            sys.executable,
-            "-m",
-            "tests.kernels.other_isa_products",
-            flags,
-            str(tmp_path_factory.mktemp(name)),
-        ]
-        runs[name] = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
-        )
-    yield runs
-    for run in runs.values():
-        if run.poll() is None:
-            run.kill()
-        run.communicate()
-
-
-@pytest.mark.parametrize("isa", list(OTHER_ISAS))
-def test_products_built_for_other_instruction_sets_match_the_reference(isa, other_isa_checks):
-    if not _runs(isa):
-        pytest.skip(f"this CPU cannot run {isa} code")
-    run = other_isa_checks[isa]
-    stdout, stderr = run.communicate()
-    assert run.returncode == 0, stderr[-3000:]
-    assert float(stdout.strip().splitlines()[-1]) < 1e-5
-
-
-def _has_avx2() -> bool:
-    return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")

@@ -133,3 +133,20 @@ def test_speculation_reports_its_verify_passes_and_changes_no_token(checkpoint_d
     assert speculation["accepted_per_pass"] == round(
         speculation["accepted"] / speculation["verify_passes"], 3
     )
+
+
+def test_a_capped_instruction_set_builds_and_runs_that_level(checkpoint_dirs):
+    """--cpu-isa avx2: a laptop's path, run and logged on a CPU with more."""
+    from kernels.cpu import isa
+
+    if "avx2" not in isa.runnable():
+        pytest.skip("this CPU cannot run AVX2 code")
+    model_dir = checkpoint_dirs["text_tied"]
+    args = ["--model", str(model_dir), "--prompt", "SELECT 1;", "--max-new-tokens", "4", "--temperature", "0"]
+    result = _run(*args, "--json", "--cpu-isa", "avx2", env={"SQLSCOUT_DEVICE": "cpu"})
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)["completion_ids"]) == 4
+    assert "loading the CPU kernels for the avx2 instruction set" in result.stderr
+    assert "the CPU kernels use AVX2, F16C" in result.stderr
+    # Below avx512-bf16 the activations are fp32 by default, as on a laptop.
+    assert "computing in float32 on the CPU" in result.stderr
