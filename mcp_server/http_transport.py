@@ -12,7 +12,7 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
-from starlette.responses import PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_server.identities import IDENTITY_STATE_KEY, Identities
@@ -30,6 +30,13 @@ def origin_allowed(origin: str | None, extra_origins: tuple[str, ...]) -> bool:
         return True
     parts = urlsplit(normalised)
     return parts.scheme in ("http", "https") and parts.hostname is not None and is_loopback(parts.hostname)
+
+
+MCP_PATH = "/mcp"
+TOKEN_REFUSED = (
+    "Missing or invalid bearer token: send the header 'Authorization: Bearer TOKEN' with the server's --token "
+    "(SQLSCOUT_TOKEN) or an identity's token from its configuration file"
+)
 
 
 class HttpGuard:
@@ -50,20 +57,27 @@ class HttpGuard:
             log.warning("refused a request from origin %r", origin)
             await PlainTextResponse("Forbidden origin", status_code=403)(scope, receive, send)
             return
-        if scope.get("path", "").startswith("/.well-known/"):
-            # OAuth discovery (RFC 9728, RFC 8414): this server has no OAuth. A 401 here would send clients into
-            # an OAuth flow instead of showing the bearer-token answer of the MCP endpoint itself.
+        if scope.get("path", "").rstrip("/") != MCP_PATH:
+            # Only the MCP endpoint exists. OAuth discovery (RFC 9728, RFC 8414) and the endpoints clients fall
+            # back to without it (/register, /authorize, /token) must not answer 401: that sends clients into an
+            # OAuth sign-in instead of showing the bearer-token answer of the MCP endpoint itself.
             await PlainTextResponse(
-                "Not found: this server takes a bearer token, not OAuth", status_code=404
+                f"Not found: this server answers MCP at {MCP_PATH} only, with a bearer token; it has no OAuth",
+                status_code=404,
             )(scope, receive, send)
             return
         if self.identities.required:
             scheme, _, given = headers.get("authorization", "").partition(" ")
             identity = self.identities.match(given.strip()) if scheme.lower() == "bearer" else None
             if identity is None:
-                log.warning("refused a request without a valid bearer token")
-                response = PlainTextResponse(
-                    "Missing or invalid bearer token", status_code=401, headers={"WWW-Authenticate": "Bearer"}
+                log.warning(
+                    "refused a request %s bearer token", "with a wrong" if given.strip() else "without a"
+                )
+                # 403 with a JSON-RPC error, not 401: to MCP clients a 401 means "sign in with OAuth", and they
+                # start that flow instead of showing this message.
+                response = JSONResponse(
+                    {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": TOKEN_REFUSED}},
+                    status_code=403,
                 )
                 await response(scope, receive, send)
                 return
@@ -91,7 +105,7 @@ def http_app(server: MCPServer, settings: Settings, identities: Identities | Non
     """The MCP endpoint at /mcp, wrapped in the Origin and bearer-token guard; `identities` (default: the one
     --token proves, if set) are the tokens accepted."""
     app = server.streamable_http_app(
-        streamable_http_path="/mcp", host=settings.host, transport_security=transport_security(settings)
+        streamable_http_path=MCP_PATH, host=settings.host, transport_security=transport_security(settings)
     )
     identities = identities or Identities(token=settings.token)
     return HttpGuard(app, identities=identities, extra_origins=settings.origins)
@@ -150,7 +164,9 @@ def serve_http(
 ) -> None:
     """Serve on `sock` (from listen_socket) until interrupted; uvicorn logs through the root logger, to stderr."""
     required = (identities or Identities(token=settings.token)).required
-    log.info("listening on http://%s:%d/mcp (%s)", settings.host, settings.port, access_line(required))
+    log.info(
+        "listening on http://%s:%d%s (%s)", settings.host, settings.port, MCP_PATH, access_line(required)
+    )
     config = uvicorn.Config(
         http_app(server, settings, identities),
         host=settings.host,

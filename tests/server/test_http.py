@@ -72,8 +72,11 @@ def test_foreign_origin_is_refused(open_server):
 async def test_token_is_required_and_checked(token_server):
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
         response = httpx.post(token_server.url, json=INITIALIZE, headers={**MCP_HEADERS, **headers})
-        assert response.status_code == 401, headers
-        assert response.headers["www-authenticate"] == "Bearer"
+        # A JSON-RPC error that clients show, not a 401 that sends them into an OAuth sign-in.
+        assert response.status_code == 403, headers
+        assert response.json()["error"]["message"].startswith(
+            "Missing or invalid bearer token: send the header"
+        )
     with_token = {**MCP_HEADERS, "Authorization": f"Bearer {TOKEN}", "Origin": "https://evil.example"}
     assert httpx.post(token_server.url, json=INITIALIZE, headers=with_token).status_code == 403
     async with client_for(token_server, {"Authorization": f"Bearer {TOKEN}"}) as client:
@@ -81,7 +84,7 @@ async def test_token_is_required_and_checked(token_server):
     assert result.structured_content["total"] == len(COMMON_TABLES)
 
 
-def test_oauth_discovery_is_not_found_with_or_without_a_token(token_server, open_server):
+def test_oauth_paths_are_not_found_with_or_without_a_token(token_server, open_server):
     """A 401 there would make clients start an OAuth flow ("Interactive OAuth requires a TTY") instead of showing
     the endpoint's own "missing or invalid bearer token"."""
     for server in (token_server, open_server):
@@ -93,8 +96,9 @@ def test_oauth_discovery_is_not_found_with_or_without_a_token(token_server, open
             "/.well-known/openid-configuration",
         ):
             assert httpx.get(base + path).status_code == 404, path
-    refused = httpx.post(token_server.url, json=INITIALIZE, headers=MCP_HEADERS)
-    assert refused.status_code == 401 and refused.text == "Missing or invalid bearer token"
+        # Where clients without discovery look for OAuth's endpoints (MCP 2025-03-26's default paths).
+        for path in ("/register", "/authorize", "/token"):
+            assert httpx.post(base + path, json={}).status_code == 404, path
 
 
 def test_logs_go_to_stderr_only_and_say_what_is_enforced(sqlite_dsn, cache_dir, tmp_path):

@@ -95,3 +95,38 @@ def test_the_inspector_lists_and_calls_every_tool(inspector, transport, era, sql
     )
     assert "ready: the model server at" in results["list_sources"]["structuredContent"]["model"]
     assert "# Tables of" in overview["contents"][0]["text"]
+
+
+@pytest.mark.parametrize("header", [None, "Authorization: Bearer wrong"])
+def test_the_inspector_without_the_token_shows_the_servers_refusal_not_oauth(inspector, header, sqlite_dsn):
+    server = ServerProcess("--dsn", sqlite_dsn, env=subprocess_env(SQLSCOUT_TOKEN=TOKEN))
+    try:
+        target = ["--server-url", server.url, *(["--header", header] if header else [])]
+        answers = {
+            era: subprocess.run(
+                [
+                    inspector,
+                    "--cli",
+                    "--protocol-era",
+                    era,
+                    "--format",
+                    "json",
+                    "--method",
+                    "tools/list",
+                    *target,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            for era in ("legacy", "modern")
+        }
+    finally:
+        server.stop()
+    for era, done in answers.items():
+        assert done.returncode != 0 and "OAuth" not in done.stdout + done.stderr, (era, done.stderr)
+    assert (
+        "Missing or invalid bearer token: send the header"
+        in answers["legacy"].stdout + answers["legacy"].stderr
+    )
+    assert "denied access (HTTP 403)" in answers["modern"].stdout + answers["modern"].stderr
