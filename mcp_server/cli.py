@@ -180,7 +180,7 @@ def serve(settings: Settings, sources: SourceSet, config: ServerConfig | None) -
         if settings.transport == "http":
             serve_http(server, settings, sock, identities)
         else:
-            serve_stdio(server)
+            serve_stdio(server, runner.configured)
     finally:
         if watcher is not None:
             watcher.stop()
@@ -274,6 +274,11 @@ def ask(settings: Settings, db: Database, question: str, evidence: str | None, a
     return 0
 
 
+def names_a_file(dsn: str | None) -> bool:
+    """Whether --dsn names a database file (SQLite, DuckDB, CSV...) rather than a server to dial."""
+    return bool(dsn) and parse_dsn(dsn).engine in ("sqlite", "duckdb")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     command = args.pop(0) if args and args[0] in COMMANDS else "serve"
@@ -307,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "config":
         try:
             # A host would start the server on a file that is not there; a server DSN is not dialled from here.
-            if settings.dsn and parse_dsn(settings.dsn).engine in ("sqlite", "duckdb"):
+            if names_a_file(settings.dsn):
                 open_database(settings.dsn).close()
         except DatabaseToolError as error:
             parser.error(str(error))
@@ -336,6 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 pool_size=settings.pool_size,
             )
         except DatabaseToolError as error:
+            if names_a_file(settings.dsn):  # the flag's value is wrong: a usage error, as in `config`
+                parser.error(str(error))
             print(f"sqlscout: {error}", file=sys.stderr)
             return 1
         sources = SourceSet.serving(db, server_limits(settings))

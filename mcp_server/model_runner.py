@@ -83,7 +83,7 @@ class ModelRunner:
         try:
             self._load()
         except (PolicyConfigError, ModelLoadError) as error:
-            self._status = f"failed to load: {error}"
+            self._status = f"not ready: {error}"
             raise
 
     def _load(self) -> None:
@@ -117,7 +117,8 @@ class ModelRunner:
                 else:
                     self._status = f"ready: the local engine runs the model from {self._where()}"
                 self._policy = policy
-                log.info("model ready")
+                if self._status.startswith("ready"):
+                    log.info("model ready")
             self._config = AgentConfig(
                 token_budget=self.settings.token_budget,
                 samples=self.settings.samples,

@@ -19,15 +19,20 @@ from mcp_server.stdio_pipes import pipes_usable, serve_on_pipes
 log = logging.getLogger(__name__)
 
 
-def terminal_hint() -> str:
+def terminal_hint(has_model: bool) -> str:
     """What a person who started the stdio server in a terminal can run instead, with this Python's full path:
     the virtual environment it runs in is rarely active in the shell they run the next command from."""
     python = shlex.quote(sys.executable)
+    inspector = f"the MCP Inspector: npx @modelcontextprotocol/inspector {python} -m mcp_server"
+    try_it = (
+        f'{python} -m mcp_server ask "QUESTION", or {inspector}'
+        if has_model
+        else f"{inspector} (asking questions in plain language needs --model DIR or --endpoint URL)"
+    )
     return (
         "sqlscout is waiting for an MCP client on stdin/stdout (Ctrl-C quits). To connect your assistant: "
         f"{python} -m mcp_server config claude-desktop|vscode|claude-code (then restart the host); to try it: "
-        f'{python} -m mcp_server ask "QUESTION", or the MCP Inspector: '
-        f"npx @modelcontextprotocol/inspector {python} -m mcp_server"
+        f"{try_it}"
     )
 
 
@@ -41,9 +46,9 @@ def stdin_is_terminal() -> bool:
     return sys.stdin is not None and sys.stdin.isatty()
 
 
-def serve_stdio(server: MCPServer) -> None:
+def serve_stdio(server: MCPServer, has_model: bool) -> None:
     """Serve MCP over stdin/stdout until the client closes them; in a terminal, say what the server waits for
-    and let Ctrl-C end it."""
+    (and what to try, `has_model` or not) and let Ctrl-C end it."""
     with hang_up_ends_serving():
         if pipes_usable():
             anyio.run(serve_on_pipes, server)
@@ -52,7 +57,7 @@ def serve_stdio(server: MCPServer) -> None:
             server.run("stdio")
             return
         with interrupt_exits_at_once():
-            print(terminal_hint(), file=sys.stderr, flush=True)
+            print(terminal_hint(has_model), file=sys.stderr, flush=True)
             server.run("stdio")
 
 

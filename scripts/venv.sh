@@ -49,6 +49,6 @@ install_sqlscout() {
         [ "$union" = "$installed_extras" ] && return
     fi
     say "installing sqlscout${union:+[$union]} with the versions pinned in constraints.txt"
-    python -m pip install --disable-pip-version-check -c constraints.txt -e ".${union:+[$union]}" >&2
+    python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".${union:+[$union]}" >&2
     echo "$sum $union" >"$stamp"
 }

@@ -7,6 +7,8 @@ import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
 from tests.server.conftest import PROJECT_ROOT, SERVER_COMMAND, subprocess_env
 
 
@@ -28,6 +30,15 @@ def test_config_uses_flags_and_environment(sqlite_dsn):
     assert entry["args"][-4:] == ["--dsn", sqlite_dsn, "--max-rows", "7"]
     vscode = json.loads(run_cli("config", "vscode", "--transport", "http", "--port", "9100").stdout)
     assert vscode["servers"]["sqlscout"] == {"type": "http", "url": "http://127.0.0.1:9100/mcp"}
+
+
+@pytest.mark.parametrize("missing", ["missing.sqlite", "missing.csv"])
+def test_serving_a_database_file_that_is_not_there_is_a_usage_error(missing):
+    """As in `config`: the flag's value is wrong, in one line."""
+    done = run_cli("--dsn", missing)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "python -m mcp_server: error: no " in done.stderr and "check the path in --dsn" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 2  # the line, and where --help is
 
 
 def test_config_refuses_a_database_file_that_is_not_there(tmp_path):

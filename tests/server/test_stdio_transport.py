@@ -75,8 +75,11 @@ def test_ctrl_c_in_a_terminal_ends_the_server_at_once(
     server.stderr.close()
     assert status == 130, stderr
     # Its commands name this Python by its full path: they work from a shell where the venv is not active.
-    assert (
-        terminal_hint() in stderr.splitlines() and f"{sys.executable} -m mcp_server config" in terminal_hint()
+    assert terminal_hint(loading_a_model) in stderr.splitlines()
+    assert f"{sys.executable} -m mcp_server config" in terminal_hint(loading_a_model)
+    # Without a model it offers nothing that would fail: `ask` only with one.
+    assert " ask " not in terminal_hint(False) and f'{sys.executable} -m mcp_server ask "' in terminal_hint(
+        True
     )
     assert "Traceback" not in stderr
 
