@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import os
@@ -10,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import configargparse
 from tqdm import tqdm
@@ -68,10 +69,32 @@ def add_settings_options(parser: configargparse.ArgumentParser) -> None:
 
 
 class CommandParser(configargparse.ArgumentParser):
-    """A parser whose usage errors are the one line that matters, not the whole usage block before it."""
+    """A parser whose usage errors are the one line that matters, not the whole usage block before it; a flag or
+    command it does not know gets the closest it does. Flags are matched whole: `--max-row` is not `--max-rows`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, allow_abbrev=False, **kwargs)
 
     def error(self, message: str) -> NoReturn:
+        prefix = "unrecognized arguments: "
+        if message.startswith(prefix):
+            message += self._closest(message.removeprefix(prefix).split())
         self.exit(2, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists the options)\n")
+
+    def _closest(self, words: list[str]) -> str:
+        flags = [flag for action in self._actions for flag in action.option_strings]
+        for word in words:
+            close = difflib.get_close_matches(word.split("=")[0], flags, n=1) if word.startswith("-") else []
+            if close:
+                return f"; did you mean {close[0]}?"
+        plain = [word for word in words if not word.startswith("-")]
+        if plain and self.prog == command_name():  # the serve command: a command word mistyped, or left out
+            close = difflib.get_close_matches(plain[0], COMMANDS, n=1)
+            if close:
+                return f"; did you mean `{self.prog} {close[0]}`?"
+            if len(plain) > 2 or plain[-1].endswith("?"):
+                return f'; to ask a question: {self.prog} ask "{" ".join(plain)}"'
+        return ""
 
 
 def command_name() -> str:

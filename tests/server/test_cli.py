@@ -167,3 +167,22 @@ def test_ask_on_a_tiny_local_model(sqlite_dsn, tiny_model_dir, cache_dir):
     assert as_json.returncode == 0, as_json.stderr
     answer = json.loads(as_json.stdout)
     assert answer["sql_dialect"] == "sqlite" and answer["trace"]["rounds"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["--dns", "shop.sqlite"], "; did you mean --dsn?"),
+        (["--max-row", "5"], "; did you mean --max-rows?"),  # no silent abbreviation of --max-rows
+        (["configure", "claude-desktop"], "; did you mean `python -m mcp_server config`?"),
+        (["How many customers?"], '; to ask a question: python -m mcp_server ask "How many customers?"'),
+        (["ask", "q", "--jsn"], "; did you mean --json?"),
+    ],
+)
+def test_a_mistyped_flag_or_command_gets_the_closest(argv, hint, capsys, monkeypatch):
+    from mcp_server.cli import main
+    from tests.usage_errors import usage_error
+
+    monkeypatch.setattr("sys.argv", ["/x/mcp_server/__main__.py"])
+    err = usage_error(lambda: main(argv), capsys)
+    assert err.splitlines()[0].endswith(hint), err
