@@ -42,6 +42,9 @@ class SourceSpec:
     connect_timeout: int | None = None
     ssh: SshSettings | None = None
     rules: VisibilityRules = VisibilityRules()
+    # Why the source cannot be opened though the server serves the others (a password variable not set where the
+    # server was started); None when it can.
+    unusable: str | None = None
 
     @property
     def engine(self) -> str:
@@ -113,6 +116,8 @@ class Source:
     def database(self, extra: VisibilityRules | None = None) -> Database:
         """The open database, seen under the source's rules and `extra` ones (a caller's); raises
         ConnectionFailedError (TunnelDownError once after a drop) when unreachable."""
+        if self.spec.unusable is not None:
+            raise ConnectionFailedError(self.spec.unusable)
         with self._lock:
             if self._tunnel is not None and self._database is not None and self._tunnel.is_down():
                 error = self._tunnel.down_error(ConnectionFailedError("the SSH connection closed"))

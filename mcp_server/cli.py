@@ -343,10 +343,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.warning("Claude Desktop starts local servers itself, over stdio: the snippet does that")
         # Only the snippet goes to stdout, so that it can be piped into a file or a shell.
         print(host_instructions(namespace.target, settings, namespace.shell), file=sys.stderr)
+        if config is not None and config.secret_variables:
+            print(
+                f"{config.path} reads {', '.join(config.secret_variables)} from the environment, and a host starts "
+                "the server without your shell's: give each in the host's \"env\" for the server, or use "
+                "password_file (a source whose variable is not set is served as unusable, with the reason)",
+                file=sys.stderr,
+            )
         print(host_snippet(namespace.target, settings, namespace.name, namespace.shell))
         return 0
     if config is not None and config.sources:
         sources = SourceSet(list(config.sources), server_limits(settings))
+        for spec in config.sources:
+            if spec.unusable is not None:
+                log.warning("source %s is served as unusable: %s", spec.name, spec.unusable)
         try:
             check_rules_at_start(sources, config)
         except RulesError as error:

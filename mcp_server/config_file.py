@@ -97,6 +97,7 @@ class ServerConfig:
     sources: tuple[SourceSpec, ...]
     secrets: frozenset[str]
     identities: tuple[IdentitySpec, ...] = ()
+    secret_variables: tuple[str, ...] = ()  # the environment variables its secrets are read from
 
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> ServerConfig:
@@ -109,6 +110,7 @@ class _Reader:
         self.path = path
         self.environ = environ
         self.secrets: set[str] = set()
+        self.secret_variables: dict[str, None] = {}  # in the file's order
 
     def fail(self, key: str, problem: str) -> ConfigFileError:
         return ConfigFileError(f"{self.path}: {key}: {problem}")
@@ -132,7 +134,9 @@ class _Reader:
         identities = tuple(
             self.identity(name, table, names) for name, table in document.get("identities", {}).items()
         )
-        return ServerConfig(self.path, settings, specs, frozenset(self.secrets), identities)
+        return ServerConfig(
+            self.path, settings, specs, frozenset(self.secrets), identities, tuple(self.secret_variables)
+        )
 
     def identity(self, name: str, table: Any, sources: list[str]) -> IdentitySpec:
         prefix = f"identities.{name}"
@@ -205,14 +209,15 @@ class _Reader:
             raise self.fail(prefix, "a source's name is lower-case letters, digits, '_' and '-'")
         if not isinstance(table, dict):
             raise self.fail(prefix, f"expected a table ([{prefix}]), got {_shown(table)}")
-        values = self.checked(table, prefix, SOURCE_KEYS, f"source {name!r}")
+        unset: list[str] = []  # a password variable not set: this source is unusable, the others are served
+        values = self.checked(table, prefix, SOURCE_KEYS, f"source {name!r}", unset_secrets=unset)
         try:
             engine = parse_dsn(values["dsn"]).engine
         except ConnectionFailedError as error:
             raise self.fail(f"{prefix}.dsn", str(error)) from None
         if engine not in SERVER_ENGINES:
             for key in ("password", "password_file", "pool_size", "connect_timeout", "ssh"):
-                if key in values:
+                if key in table:  # the table's keys: a password whose variable is not set is not in values
                     raise self.fail(
                         f"{prefix}.{key}", f"applies to PostgreSQL and MySQL sources, not {engine}"
                     )
@@ -239,6 +244,7 @@ class _Reader:
             connect_timeout=values.get("connect_timeout"),
             ssh=self.ssh(ssh, f"{prefix}.ssh", name) if ssh is not None else None,
             rules=rules,
+            unusable=unset[0] if unset else None,
         )
 
     def rules(self, values: dict[str, Any], prefix: str, dialect: str | None) -> VisibilityRules:
@@ -273,8 +279,10 @@ class _Reader:
         keys: Mapping[str, Key],
         owner: str,
         secret_keys: tuple[str, ...] = ("password",),
+        unset_secrets: list[str] | None = None,
     ) -> dict[str, Any]:
-        """`table`'s values, types and bounds checked and ${VAR}s replaced."""
+        """`table`'s values, types and bounds checked and ${VAR}s replaced. A secret whose variable is not set is
+        an error, or, given `unset_secrets`, left out with the error appended there."""
         self.check_keys(table, f"{prefix}.", {k: (dict if v.kind is dict else Key) for k, v in keys.items()})
         values: dict[str, Any] = {}
         for key, spec in keys.items():
@@ -289,7 +297,16 @@ class _Reader:
             if isinstance(value, float) and not math.isfinite(value):
                 raise self.fail(path, f"expected {spec.expected}, got {_shown(value)}")
             if isinstance(value, str):
-                value = self.interpolate(value, path, owner, secret=key in secret_keys)
+                try:
+                    value = self.interpolate(value, path, owner, secret=key in secret_keys)
+                except ConfigFileError as error:
+                    if unset_secrets is None or key not in secret_keys:
+                        raise
+                    problem = str(error).removeprefix(f"{self.path}: ")
+                    unset_secrets.append(
+                        f'{problem}: set it where the server starts (a host\'s "env"), or use password_file'
+                    )
+                    continue
             if spec.minimum is not None and not value >= spec.minimum:
                 raise self.fail(path, f"expected {spec.expected}, got {_shown(value)}")
             if spec.maximum is not None and value > spec.maximum:
@@ -302,6 +319,8 @@ class _Reader:
 
         def variable(match: re.Match) -> str:
             name = match.group(1)
+            if secret:
+                self.secret_variables[name] = None
             if name not in self.environ:
                 raise self.fail(key, f"environment variable {name} is not set (needed by {owner})")
             return self.environ[name]

@@ -90,8 +90,8 @@ def test_a_team_configuration_reads_whole(tmp_path):
     "text, expected",
     [
         (
-            '[sources.sales]\ndsn = "postgresql://r@h/s"\npassword = "${NOPE}"\n',
-            "sources.sales.password: environment variable NOPE is not set (needed by source 'sales')",
+            '[identities.ann]\ntoken = "${NOPE}"\n',
+            "identities.ann.token: environment variable NOPE is not set (needed by identity 'ann')",
         ),
         (
             '[sources.sales]\ndsn = "postgresql://r@h/s"\nssh = { host = "b", prot = 22 }\n',

@@ -159,6 +159,31 @@ def test_secrets_never_reach_stderr_or_the_host_snippet(
     assert PG_SECRET not in snippet.stdout + snippet.stderr and MYSQL_SECRET not in snippet.stdout
 
 
+async def test_a_source_whose_password_variable_is_not_set_is_served_as_unusable(
+    tmp_path, sqlite_dsn, cache_dir
+):
+    """As a host starts it: without the shell's environment. The others are served; this one says why not."""
+    config = tmp_path / "team.toml"
+    config.write_text(
+        f'[sources.music]\ndsn = "{sqlite_dsn}"\n\n'
+        '[sources.sales]\ndsn = "postgresql://reader@127.0.0.1:9/sales"\npassword = "${SALES_PASSWORD}"\n'
+    )
+    snippet = run_cli("config", "claude-desktop", "--config", str(config))
+    assert snippet.returncode == 0, snippet.stderr
+    assert "reads SALES_PASSWORD from the environment, and a host starts the server without" in snippet.stderr
+    async with stdio_client("--config", str(config), SQLSCOUT_CACHE_DIR=str(cache_dir)) as client:
+        listed = await client.call_tool("list_sources", {})
+        music = await client.call_tool("list_tables", {"source": "music"})
+        sales = await client.call_tool("list_tables", {"source": "sales"})
+    summaries = {s["name"]: s for s in listed.structured_content["sources"]}
+    assert summaries["music"]["reachable"] and not music.is_error
+    reason = (
+        "sources.sales.password: environment variable SALES_PASSWORD is not set (needed by source 'sales')"
+    )
+    assert summaries["sales"]["error"].startswith(reason) and str(tmp_path) not in summaries["sales"]["error"]
+    assert sales.is_error and reason in sales.content[0].text
+
+
 async def test_a_source_that_is_down_leaves_the_others_answering(tmp_path, sqlite_dsn, cache_dir):
     config = tmp_path / "down.toml"
     config.write_text(
@@ -229,8 +254,9 @@ async def _eventually(client, source: str, timeout_s: float = 10.0):
     [
         (
             '[sources.a]\ndsn = "x.sqlite"\npassword = "${NOT_SET_ANYWHERE}"\n',
-            "environment variable NOT_SET_ANYWHERE",
+            "sources.a.password: applies to PostgreSQL and MySQL sources, not sqlite",
         ),
+        ('[identities.ann]\ntoken = "${NOT_SET_ANYWHERE}"\n', "environment variable NOT_SET_ANYWHERE"),
         (
             '[sources.a]\ndsn = "postgresql://r@h/s"\nssh = { host = "b", port = "22" }\n',
             "sources.a.ssh.port",
