@@ -362,8 +362,9 @@ class ScoutTools:
             + (f"\n  warning: {s.warning}" if s.warning else "")
             for s in result.sources
         ]
-        lines.append(f"ask_database's model: {result.model}")
-        return structured(result, f"{counted(len(result.sources), 'source')}.", "\n".join(lines))
+        # The model's state is the server's own word: outside the fence that marks database content.
+        summary = f"{counted(len(result.sources), 'source')}; ask_database's model: {result.model}."
+        return structured(result, summary, "\n".join(lines))
 
     def list_tables(
         self,
@@ -643,8 +644,7 @@ class ScoutTools:
                 if not named:
                     raise
                 sections.append(f"# Source {source.name}: cannot be read now\n\n{error}")
-        sections.append(f"ask_database's model: {self.runner.status}")
-        return fence("Schema overview.", "\n\n".join(sections))
+        return fence(f"Schema overview; ask_database's model: {self.runner.status}.", "\n\n".join(sections))
 
     def _overview(self, name: str, named: bool) -> str:
         state = self._state(name)

@@ -71,7 +71,8 @@ def test_list_sources_and_the_overview_say_what_the_endpoint_serves(sqlite_dsn):
         listed, overview = served_status(runner, db)
     db.close()
     assert listed == f"ready: the model server at {server.url}/v1 answers and serves m, n"
-    assert f"ask_database's model: {listed}" in overview
+    # The server's own word, outside the fence that marks database content.
+    assert f"ask_database's model: {listed}" in overview.split("BEGIN UNTRUSTED DATA")[0]
 
 
 def test_list_sources_says_why_the_model_failed(sqlite_dsn):
