@@ -25,11 +25,11 @@ from benchmarks.peers.tasks import (
     SAMPLED_TABLE,
     TASKS,
 )
+from benchmarks.servers.postgres import PostgresServer
 from dbtools.access.rules import VisibilityRules
 from dbtools.demo import default_demo_path
 from dbtools.demo.postgres import load_postgres
 from dbtools.sources import ServerLimits, SourceSet, SourceSpec
-from dbtools.throwaway_postgres import PostgresServer
 from mcp_server.identities import Identities
 from mcp_server.model_runner import ModelRunner
 from mcp_server.server import ScoutTools

@@ -23,6 +23,7 @@ import configargparse
 from mcp import Client, StdioServerParameters
 
 from benchmarks.plots import RESULTS_DIR, grouped_bars
+from benchmarks.servers.ports import free_port
 from dbtools.demo import default_demo_path
 from dbtools.engines import open_database
 from mcp_server.model_runner import ModelRunner
@@ -84,12 +85,6 @@ def _server_env() -> dict[str, str]:
     return env
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait_for_port(port: int, process: subprocess.Popen, timeout_s: float = 120.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -126,7 +121,7 @@ async def measure(dsn: str, repeats: int, warmup: int) -> dict[str, dict[str, li
     )
     async with Client(stdio) as client:
         results["stdio"] = await _time_client(client, repeats, warmup)
-    port = _free_port()
+    port = free_port()
     command = [
         sys.executable,
         "-m",

@@ -23,18 +23,13 @@ import anyio
 import configargparse
 from mcp import Client
 
+from benchmarks.servers.ports import free_port
+from benchmarks.servers.postgres import PostgresServer
+from benchmarks.servers.sshd import SshServer
 from dbtools.demo import default_demo_path
-from dbtools.throwaway_postgres import PostgresServer
-from dbtools.throwaway_sshd import SshServer
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 QUERY = {"sql": "SELECT count(*) FROM pg_class"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_mib(pid: int) -> float:

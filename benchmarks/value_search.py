@@ -20,11 +20,11 @@ from pathlib import Path
 import configargparse
 import psycopg
 
+from benchmarks.servers.postgres import PostgresServer
 from dbtools.cache import cache_dir
 from dbtools.demo import GENERATOR_VERSION, build_demo
 from dbtools.demo.postgres import load_postgres
 from dbtools.engines import Database, open_database
-from dbtools.throwaway_postgres import PostgresServer
 from dbtools.value_search import ValueIndex
 from dbtools.value_search.store import fold, is_text_type
 

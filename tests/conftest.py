@@ -173,7 +173,7 @@ def pg_server_dsn():
     if existing:
         yield existing
         return
-    from dbtools.throwaway_postgres import PostgresServer
+    from benchmarks.servers.postgres import PostgresServer
 
     server = PostgresServer()
     try:
@@ -193,7 +193,7 @@ def mariadb_server_dsn():
     if existing:
         yield existing.rstrip("/")
         return
-    from dbtools.throwaway_mariadb import MariaDBServer
+    from benchmarks.servers.mariadb import MariaDBServer
 
     server = MariaDBServer()
     try:
@@ -208,7 +208,7 @@ def sshd():
 
     A server that cannot start fails the tests that need it: SSH tests are never skipped.
     """
-    from dbtools.throwaway_sshd import SshServer
+    from benchmarks.servers.sshd import SshServer
 
     server = SshServer()
     server.start()

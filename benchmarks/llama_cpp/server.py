@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import tempfile
 import time
@@ -14,17 +13,11 @@ from pathlib import Path
 from typing import IO
 
 from benchmarks.llama_cpp.build import llama_cpp_tools
+from benchmarks.servers.ports import free_port
 
 START_TIMEOUT_S = 300  # loading a 2B model takes seconds; far longer means it is stuck
 STOP_TIMEOUT_S = 10
 POLL_S = 0.25
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on now (another process could take it before the server does)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _healthy(port: int) -> bool:

@@ -42,12 +42,12 @@ from benchmarks.peers.servers import (
     sqlscout,
 )
 from benchmarks.peers.tasks import BIG_SQL, TASKS
+from benchmarks.servers.postgres import PostgresServer
 from dbtools.cache import cache_dir
 from dbtools.demo import default_demo_path
 from dbtools.demo.postgres import load_postgres
 from dbtools.engines import open_database
 from dbtools.errors import DatabaseToolError
-from dbtools.throwaway_postgres import PostgresServer
 
 log = logging.getLogger("benchmarks.peers")
 

@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
+from benchmarks.servers.sshd import SshServer
 from dbtools.errors import ConnectionFailedError
 from dbtools.sources import ServerLimits, Source, SourceSpec
 from dbtools.ssh_tunnel import SshSettings, TunnelDownError
-from dbtools.throwaway_sshd import SshServer
 from tests.fixture_schema import mysql_connection
 
 LIMITS = ServerLimits(timeout=10.0, max_rows=1000, pool_size=4, connect_timeout=5)

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 
+from benchmarks.servers.postgres import PostgresServer
 from dbtools.engines import Database, open_database, postgres
 from dbtools.errors import ConnectionFailedError, DatabaseBusyError, DatabaseToolError
-from dbtools.throwaway_postgres import PostgresServer
 from tests.faults.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.postgres

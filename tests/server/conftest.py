@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
+from benchmarks.servers.ports import free_port
 from tests.fixture_schema import ENGINES
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -23,12 +24,6 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 def shop_dsn(request) -> str:
     """The fixture database, whose shop tables these tests use, on each engine."""
     return request.getfixturevalue(f"{request.param}_dsn")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:

@@ -6,10 +6,11 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
+
+from benchmarks.servers.ports import free_port
 
 
 def _server_bin_dir() -> Path:
@@ -25,12 +26,6 @@ def _server_bin_dir() -> Path:
     return Path(candidates[-1]).parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class PostgresServer:
     """initdb + pg_ctl in a temporary directory, as the `postgres` user when running as root."""
 
@@ -38,7 +33,7 @@ class PostgresServer:
         self.bin_dir = _server_bin_dir()
         self.root = Path(tempfile.mkdtemp(prefix="sqlscout-pg-"))
         self.data_dir = self.root / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self._user = "postgres" if os.geteuid() == 0 else None
         self._running = False
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import pymysql
+
+from benchmarks.servers.ports import free_port
 
 _INSTALL_HINT = "install them with `apt-get install -y mariadb-server` (scripts/test.sh does this)"
 
@@ -23,12 +24,6 @@ def _binary(name: str) -> str:
     if found is None:
         raise RuntimeError(f"MariaDB server binaries not found ({name}): {_INSTALL_HINT}")
     return found
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class MariaDBServer:
@@ -43,7 +38,7 @@ class MariaDBServer:
         self.socket = self.root / "sock"
         # Its own folder for temporary tables: servers of parallel test workers share no files in /tmp.
         self.tmp_dir = self.root / "tmp"
-        self.port = _free_port()
+        self.port = free_port()
         self.start_timeout_s = start_timeout_s
         self._process: subprocess.Popen | None = None
         self._user = ["--user=root"] if os.geteuid() == 0 else []

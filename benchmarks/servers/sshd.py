@@ -13,13 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.servers.ports import free_port
+
 SSHD = Path("/usr/sbin/sshd")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _keygen(path: Path) -> None:
@@ -52,7 +48,7 @@ class SshServer:
                 "(scripts/test.sh does this)"
             )
         self.root = Path(tempfile.mkdtemp(prefix="sqlscout-sshd-"))
-        self.port = _free_port()
+        self.port = free_port()
         self.host_key = self.root / "host_key"
         self.client_key = self.root / "client_key"
         self.known_hosts = self.root / "known_hosts"
