@@ -162,7 +162,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "compile",
         "compile a local model's CPU decode step with torch.compile while the model loads (minutes once, kept "
-        "in the cache directory; then about twice the eager decode speed)",
+        "in the cache directory): the step's per-operation overhead goes, the C++ products stay",
         switch=True,
     ),
     Option(
