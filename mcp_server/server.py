@@ -1,19 +1,13 @@
-"""The MCP server: the read-only database tools, `ask_database` on the text-to-SQL agent, a schema overview."""
+"""The MCP server's wiring: the SDK server subclass, the tools of mcp_server/tools/ bound to their context, and
+build_server, which publishes them and the schema overview over the served sources."""
 
 from __future__ import annotations
 
-import fnmatch
 import importlib.metadata
-import json
-import logging
 import re
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -23,125 +17,47 @@ from mcp_types import (
     DiscoverResult,
     InputRequiredResult,
     RequestParams,
-    TextContent,
     ToolAnnotations,
 )
 from mcp_types import Tool as MCPTool
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from dbtools.access.rules import VisibilityRules
-from dbtools.engines import Database, QueryResult, TableInfo
-from dbtools.errors import (
-    ConnectionFailedError,
-    DatabaseBusyError,
-    DatabaseToolError,
-    QueryError,
-    QueryTimeoutError,
-    UnknownObjectError,
-    UnsafeQueryError,
-)
-from dbtools.name_hints import unknown_name_hint
-from dbtools.plural import counted
-from dbtools.schema_search import search_schema
-from dbtools.sources import Source, SourceSet, UnknownSourceError
-from dbtools.value_search import ValueIndex
-from mcp_server.agent import RoundEvent
-from mcp_server.agent.errors import ModelError, PolicyConfigError
-from mcp_server.agent.policies import MODEL_SETUP_HINT
+from dbtools.engines import Database
+from dbtools.sources import SourceSet
 from mcp_server.audit_log import AuditLog
-from mcp_server.call_audit import audited, current_call
-from mcp_server.client_presence import ClientLeft, run_while_client_waits
+from mcp_server.call_audit import audited
 from mcp_server.identities import Identities, current_identity, identity_of
-from mcp_server.model_runner import ModelLoadError, ModelRunner
+from mcp_server.model_runner import ModelRunner
 from mcp_server.server_models import (
     AskAnswer,
-    ColumnDetail,
-    ForeignKeyDetail,
     QueryPlan,
     QueryRows,
     SchemaMatches,
     SourceList,
     TableDescription,
     TableList,
-    TableSummary,
-    ValueMatch,
     ValueMatches,
 )
 from mcp_server.settings import Settings
-from mcp_server.source_tools import (
-    SourceArgument,
-    server_instructions,
-    server_limits,
-    source_summaries,
-    without_source,
-)
+from mcp_server.source_tools import server_instructions, server_limits, without_source
 from mcp_server.tool_schemas import input_schema, result_schema
-from mcp_server.untrusted import fence, render_rows
-from model.serving.cancel import CancelEvent, Cancelled
-
-log = logging.getLogger(__name__)
+from mcp_server.tools.ask_database import ask_database, ask_database_unavailable
+from mcp_server.tools.context import ToolContext
+from mcp_server.tools.describe_table import describe_table
+from mcp_server.tools.explain_query import explain_query
+from mcp_server.tools.list_sources import list_sources
+from mcp_server.tools.list_tables import list_tables
+from mcp_server.tools.run_query import run_query
+from mcp_server.tools.sample_rows import sample_rows
+from mcp_server.tools.schema_overview import OVERVIEW_URI, schema_overview
+from mcp_server.tools.search_schema import search_schema
+from mcp_server.tools.search_values import search_values
 
 SERVER_NAME = "sqlscout"
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
-# What each kind of database error is, in words: the client reads these, not the classes' names.
-ERROR_SUMMARIES = (
-    (UnsafeQueryError, "Refused by the read-only policy:"),
-    (QueryTimeoutError, "Timed out:"),
-    (UnknownObjectError, "Not found:"),
-    (QueryError, "The database rejected the query:"),
-    (ConnectionFailedError, "The database cannot be reached:"),
-    (DatabaseBusyError, "The database is busy:"),
-)
-# run_query without max_rows: a result of about 2,000 tokens.
-DEFAULT_RESULT_ROWS = 50
-DEFAULT_RESULT_CHARS = 6_000
-# A count scans a whole table or runs a view's query: one listing spends at most this long counting, and
-# the tables it has no time left for show an unknown row count.
-COUNT_BUDGET_S = 3.0
-# Listings and descriptions remembered until the schema or the data changes (see ScoutTools._remembered).
-MAX_REMEMBERED_RESULTS = 256
-OVERVIEW_URI = "schema://overview"
 # The destructive and idempotent hints mean something only for tools that are not read-only (MCP spec).
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-
-
-def structured(content: BaseModel | dict[str, Any], summary: str, body: str) -> CallToolResult:
-    """A tool result: `content` as structured content (a dict is already JSON-ready), its readable form fenced
-    as untrusted text."""
-    return CallToolResult(
-        content=[TextContent(type="text", text=fence(summary, body))],
-        structured_content=content if isinstance(content, dict) else content.model_dump(mode="json"),
-    )
-
-
-def error_summary(error: DatabaseToolError) -> str:
-    """What kind of failure a database error is, as the first line of the tool's error text."""
-    return next((text for kind, text in ERROR_SUMMARIES if isinstance(error, kind)), "Database error:")
-
-
-@contextmanager
-def database_errors() -> Iterator[None]:
-    """Turn the database layer's errors into tool errors whose text (possibly echoing data) is fenced; a source
-    argument that names no source is the caller's mistake, said as such (it echoes only configured names)."""
-    try:
-        yield
-    except UnknownSourceError as error:
-        raise ToolError(f"Invalid source argument: {error}") from error
-    except DatabaseToolError as error:
-        raise ToolError(fence(error_summary(error), str(error))) from error
-
-
-@contextmanager
-def name_hints(db: Database, sql: str) -> Iterator[None]:
-    """A query the engine rejected for an unknown table or column also names the catalog's closest ones."""
-    try:
-        yield
-    except QueryError as error:
-        hint = unknown_name_hint(db, sql, str(error))
-        if not hint:
-            raise
-        raise QueryError(f"{error}\n{hint}") from error
 
 
 def argument_errors(tool: str, error: ValidationError) -> str:
@@ -249,443 +165,21 @@ class ScoutServer(MCPServer):
             raise
 
 
-def row_count(db: Database, info: TableInfo, deadline: float | None = None) -> int | None:
-    """The table's row count or estimate (Database.row_count), None when counting would pass the `deadline`
-    (time.monotonic())."""
-    timeout_s = db.timeout_s if deadline is None else min(db.timeout_s, deadline - time.monotonic())
-    return db.row_count(info, timeout_s=timeout_s)
+class ScoutTools(ToolContext):
+    """The tool context with every tool as a method: bound to the context, a tool's signature loses its first
+    parameter and is the one the server publishes, under the function's name and docstring."""
 
-
-def value_match_line(match: ValueMatch) -> str:
-    """One match as a line: where the value lives, how it is spelled, which keys lead to and from it."""
-    line = (
-        f"{match.table}.{match.column} ({match.match_type}, {counted(match.matching_rows, 'row')}): "
-        + ", ".join(repr(v) for v in match.values)
-    )
-    if match.row_keys:
-        line += "; row keys " + ", ".join(f"{k}={v!r}" for k, v in match.row_keys.items())
-    if match.foreign_keys:
-        line += "; joins " + ", ".join(match.foreign_keys)
-    return line
-
-
-def table_summary(db: Database, info: TableInfo, deadline: float | None = None) -> TableSummary:
-    return TableSummary(
-        name=info.name,
-        column_count=len(info.columns),
-        row_count=row_count(db, info, deadline),
-        description=info.comment,
-    )
-
-
-class SourceState:
-    """What the tools keep for one source: its value index and the results a repeat call may reuse."""
-
-    def __init__(self, source: Source, extra: VisibilityRules | None) -> None:
-        self.source = source
-        self.extra = extra  # the calling identity's own rules
-        self.values: ValueIndex | None = None
-        self.index_lock = threading.Lock()
-        # Finished listings and descriptions with the catalog state they were built in: a repeat call costs the
-        # state's check (a schema marker and a data marker) instead of rebuilding and counting.
-        self.results: tuple[object, dict[tuple, CallToolResult]] = (None, {})
-
-
-class ScoutTools:
-    """The tool implementations, over the served sources and one model runner."""
-
-    def __init__(
-        self, settings: Settings, sources: SourceSet, runner: ModelRunner, identities: Identities
-    ) -> None:
-        self.settings = settings
-        self.sources = sources
-        self.runner = runner
-        self.identities = identities
-        self._states: dict[tuple[str, VisibilityRules | None], SourceState] = {}
-        self._states_lock = threading.Lock()
-
-    def _state(self, name: str | None) -> SourceState:
-        """The named source's state (the only source's for None), new when the source was reopened."""
-        with database_errors():
-            source = self.sources.get(name, visible=self._visible)
-        extra = self.identities.rules_of(current_identity.get())
-        key = (source.name, extra)
-        with self._states_lock:
-            state = self._states.get(key)
-            if state is None or state.source is not source:
-                state = self._states[key] = SourceState(source, extra)
-            return state
-
-    def _visible(self, source: str) -> bool:
-        """Whether the calling identity may use `source`."""
-        return self.identities.allows(current_identity.get(), source)
-
-    @contextmanager
-    def _database(self, state: SourceState) -> Iterator[Database]:
-        """The source's database for one call, its errors turned into tool errors."""
-        with database_errors(), state.source.calls(state.extra) as db:
-            yield db
-
-    def _remembered(
-        self, state: SourceState, key: tuple, build: Callable[[Database], tuple[CallToolResult, bool]]
-    ) -> CallToolResult:
-        """The result `build` made for `key` in the current catalog state, else a new one; `build` says whether its
-        result may be kept (not when a row count is unknown)."""
-        with self._database(state) as db:
-            catalog = db.catalog_state()
-        held_state, results = state.results
-        if catalog is not None and held_state == catalog and key in results:
-            return results[key]
-        result, keep = build(db)
-        if catalog is not None and keep:
-            if held_state != catalog:
-                results = {}
-                state.results = (catalog, results)
-            if len(results) < MAX_REMEMBERED_RESULTS:
-                results[key] = result
-        return result
-
-    def _opened(self, name: str | None) -> Database:
-        state = self._state(name)
-        with database_errors():
-            return state.source.database(state.extra)
-
-    def list_sources(self) -> CallToolResult:
-        """The databases served (engine, description, table count, reachable now) and ask_database's model."""
-        visible = [source for source in self.sources if self._visible(source.name)]
-        extra = self.identities.rules_of(current_identity.get())
-        result = SourceList(sources=source_summaries(visible, extra), model=self.runner.status)
-        lines = [
-            f"{s.name} ({s.engine}"
-            + (f", {counted(s.table_count, 'table')})" if s.reachable else f", unreachable: {s.error})")
-            + (f": {s.description}" if s.description else "")
-            + (f"\n  warning: {s.warning}" if s.warning else "")
-            for s in result.sources
-        ]
-        # The model's state is the server's own word: outside the fence that marks database content.
-        summary = f"{counted(len(result.sources), 'source')}; ask_database's model: {result.model}."
-        return structured(result, summary, "\n".join(lines))
-
-    def list_tables(
-        self,
-        pattern: Annotated[str | None, Field(description="substring or glob, e.g. 'order*'")] = None,
-        limit: Annotated[int, Field(ge=1, le=1000)] = 200,
-        source: SourceArgument = None,
-    ) -> CallToolResult:
-        """List tables with their column and row counts; pattern filters by substring or glob."""
-        state = self._state(source)
-        return self._remembered(
-            state, ("list_tables", pattern, limit), partial(self._list_tables, pattern, limit)
-        )
-
-    def _list_tables(self, pattern: str | None, limit: int, db: Database) -> tuple[CallToolResult, bool]:
-        with database_errors():
-            tables = db.tables()
-        if pattern:
-            needle = pattern.lower()
-            glob = any(ch in needle for ch in "*?[")
-            tables = [
-                t
-                for t in tables
-                if (fnmatch.fnmatch(t.name.lower(), needle) if glob else needle in t.name.lower())
-            ]
-        deadline = time.monotonic() + COUNT_BUDGET_S
-        result = TableList(
-            tables=[table_summary(db, t, deadline) for t in tables[:limit]],
-            total=len(tables),
-            truncated=len(tables) > limit,
-        )
-        lines = [
-            f"{t.name} ({counted(t.column_count, 'column')}, "
-            + (counted(t.row_count, "row") if t.row_count is not None else "? rows")
-            + ")"
-            + (f": {t.description}" if t.description else "")
-            for t in result.tables
-        ]
-        more = f"; showing {limit}, narrow with a pattern" if result.truncated else ""
-        complete = all(t.row_count is not None for t in result.tables)
-        return structured(result, f"{counted(result.total, 'table')}{more}.", "\n".join(lines)), complete
-
-    def describe_table(
-        self,
-        table: Annotated[str, Field(description="schema.table outside public")],
-        source: SourceArgument = None,
-    ) -> CallToolResult:
-        """One table's columns, types, keys, foreign keys both ways and CREATE TABLE."""
-        state = self._state(source)
-        return self._remembered(state, ("describe_table", table), partial(self._describe_table, table))
-
-    def _describe_table(self, table: str, db: Database) -> tuple[CallToolResult, bool]:
-        with database_errors():
-            info = db.table(table)
-            referenced_by = sorted(
-                t.name for t in db.tables() if any(fk.ref_table == info.name for fk in t.foreign_keys)
-            )
-        result = TableDescription(
-            name=info.name,
-            description=info.comment,
-            row_count=row_count(db, info),
-            columns=[
-                ColumnDetail(
-                    name=c.name,
-                    type=c.type,
-                    nullable=c.nullable,
-                    primary_key=c.primary_key,
-                    comment=c.comment,
-                )
-                for c in info.columns
-            ],
-            foreign_keys=[
-                ForeignKeyDetail(
-                    columns=list(fk.columns), ref_table=fk.ref_table, ref_columns=list(fk.ref_columns)
-                )
-                for fk in info.foreign_keys
-            ],
-            referenced_by=referenced_by,
-            create_sql=info.create_sql,
-        )
-        body = info.create_sql + (f"\nreferenced by: {', '.join(referenced_by)}" if referenced_by else "")
-        return structured(result, f"Table {info.name}:", body), result.row_count is not None
-
-    def search_schema(
-        self,
-        keywords: Annotated[str, Field(min_length=1)],
-        limit: Annotated[int, Field(ge=1, le=100)] = 20,
-        source: SourceArgument = None,
-    ) -> CallToolResult:
-        """Find the tables and columns whose names, types or comments match keywords."""
-        with self._database(self._state(source)) as db:
-            try:
-                matches = search_schema(db, keywords, limit=limit)
-            except ValueError as error:
-                raise ToolError(f"search_schema: {error}") from error
-        result = SchemaMatches(keywords=keywords, matches=[m.to_dict() for m in matches])
-        body = "\n".join(
-            (f"{m.table}.{m.column} {m.type or ''}" if m.column else f"table {m.table}")
-            + (f" -- {m.comment}" if m.comment else "")
-            + f" (matched: {', '.join(m.matched)})"
-            for m in result.matches
-        )
-        found = counted(len(result.matches), "matching table or column", "matching tables and columns")
-        return structured(result, f"{found}.", body or "(none)")
-
-    def search_values(
-        self,
-        text: Annotated[str, Field(min_length=1, description="as the user wrote it, e.g. 'new york'")],
-        table: Annotated[str | None, Field()] = None,
-        column: Annotated[str | None, Field(description="needs table")] = None,
-        source: SourceArgument = None,
-    ) -> CallToolResult:
-        """Find which columns store a literal and how it is spelled there (any case, partial, typos)."""
-        if column and not table:
-            raise ToolError("search_values: give the table as well when you give a column")
-        state = self._state(source)
-        with self._database(state) as db:
-            try:
-                matches = self._value_index(state, db).search(text, table=table, column=column)
-            except ValueError as error:
-                raise ToolError(f"search_values: {error}") from error
-        result = ValueMatches(text=text, matches=[m.to_dict() for m in matches])
-        body = "\n".join(value_match_line(m) for m in result.matches)
-        holding = counted(len(result.matches), "column holds", "columns hold")
-        return structured(result, f"{holding} values close to the text.", body or "(none)")
-
-    @staticmethod
-    def _value_index(state: SourceState, db: Database) -> ValueIndex:
-        """The source's value index, opened on first use (building it reads every text column once)."""
-        with state.index_lock:
-            if state.values is None:
-                state.values = ValueIndex(db)
-            return state.values
-
-    def sample_rows(
-        self,
-        table: str,
-        limit: Annotated[int, Field(ge=1, le=100)] = 5,
-        source: SourceArgument = None,
-    ) -> CallToolResult:
-        """The first rows of a table."""
-        state = self._state(source)
-        with self._database(state) as db:
-            info = db.table(table)
-            return self._rows_result(db.table_rows(info, min(limit, state.source.max_rows)))
-
-    def run_query(
-        self,
-        sql: Annotated[str, Field(min_length=1, description="one read-only SELECT")],
-        max_rows: Annotated[int | None, Field(ge=1)] = None,
-        source: SourceArgument = None,
-    ) -> CallToolResult:
-        """Run one read-only query; without max_rows the result is cut near 2,000 tokens."""
-        state = self._state(source)
-        cap = state.source.max_rows
-        with self._database(state) as db, name_hints(db, sql):
-            if max_rows is not None:
-                result = db.query(sql, max_rows=min(max_rows, cap))
-                if max_rows > cap and result.truncated and result.row_count == cap:
-                    result.truncation = self._capped(db, cap, max_rows, sql, result)
-                return self._rows_result(result)
-            result = db.query(sql, max_rows=min(DEFAULT_RESULT_ROWS, cap), max_chars=DEFAULT_RESULT_CHARS)
-            if result.truncated:
-                result.truncation = self._left_out(db, cap, sql, result)
-            return self._rows_result(result)
-
-    def explain_query(
-        self,
-        sql: Annotated[str, Field(min_length=1, description="one read-only SELECT")],
-        source: SourceArgument = None,
-    ) -> CallToolResult:
-        """The engine's plan for a query, without running it."""
-        with self._database(self._state(source)) as db, name_hints(db, sql):
-            plan = QueryPlan(sql=sql, plan=db.explain(sql))
-        return structured(plan, f"Plan ({db.dialect} EXPLAIN):", plan.plan)
-
-    @staticmethod
-    def _capped(db: Database, cap: int, asked: int, sql: str, result: QueryResult) -> str:
-        """The closing line of a result cut at the server's cap below the max_rows asked for."""
-        total = db.count_rows(sql, timeout_s=min(COUNT_BUDGET_S, db.timeout_s))
-        left = f"{total - result.row_count:,} more rows" if total is not None else "more rows"
-        return (
-            f"{left} left out: max_rows {asked:,} is above this source's cap of {cap:,} rows (--max-rows, "
-            "SQLSCOUT_MAX_ROWS, or max_rows in the configuration file); get the rest with LIMIT/OFFSET, a narrower "
-            "WHERE, or aggregate in SQL"
-        )
-
-    @staticmethod
-    def _left_out(db: Database, cap: int, sql: str, result: QueryResult) -> str:
-        """The closing line of a result cut at the default caps: how many rows it left out, how to get them."""
-        total = db.count_rows(sql, timeout_s=min(COUNT_BUDGET_S, db.timeout_s))
-        left = f"{total - result.row_count:,} more rows" if total is not None else "more rows"
-        return (
-            f"{left} left out to keep the result near 2,000 tokens; get them with max_rows (at most "
-            f"{cap:,}) or LIMIT/OFFSET, or aggregate in SQL"
-        )
-
-    def _rows_result(self, result: QueryResult) -> CallToolResult:
-        rows = result.to_dict()
-        del rows["sql"]  # the caller's own statement: echoing it costs context and says nothing new
-        more = f"; {rows['truncation']}" if rows["truncation"] else ""
-        summary = f"{counted(rows['row_count'], 'row')} in {rows['elapsed_ms']:.0f} ms{more}."
-        header = " | ".join(
-            f"{name} ({kind})" if kind else name
-            for name, kind in zip(rows["columns"], rows["column_types"], strict=True)
-        )
-        return structured(rows, summary, "\n".join([header, *result.lines]))
-
-    async def ask_database(
-        self,
-        question: Annotated[str, Field(pattern=r"\S")],
-        ctx: Context,
-        evidence: Annotated[
-            str | None,
-            Field(description="domain knowledge, e.g. 'rich means balance > 1e6'"),
-        ] = None,
-        source: SourceArgument = None,
-    ) -> CallToolResult:
-        """Answer a question in plain language: a text-to-SQL model explores the database and returns its SQL,
-        rows and trace."""
-        db = self._opened(source)  # an unreachable source fails before the question waits for its turn
-        cancel = CancelEvent()
-
-        def on_round(event: RoundEvent) -> None:
-            if cancel.is_set():
-                return
-            message = f"round {event.round} of {event.max_rounds}: {counted(len(event.calls), 'tool call')}"
-            try:
-                anyio.from_thread.run(ctx.report_progress, event.round, event.max_rounds, message)
-            except Exception:
-                log.debug("progress notification not delivered", exc_info=True)
-
-        ask = partial(self.runner.ask, question, evidence, database=db, on_round=on_round, cancel=cancel)
-        try:
-            answer = await run_while_client_waits(ctx, ask, cancel, self.runner.threads)
-        except ClientLeft as error:
-            raise ToolError(f"ask_database stopped: {error}") from error
-        except (PolicyConfigError, ModelLoadError, ModelError) as error:
-            log.debug("ask_database failed", exc_info=True)  # the SDK logs the message, in one line
-            raise ToolError(f"{error}\nThe other tools work without a model.") from error
-        except Cancelled as error:
-            raise ToolError(f"ask_database was cancelled: {error}") from error
-        except DatabaseToolError as error:
-            raise ToolError(fence("ask_database failed:", str(error))) from error
-        answer_data = answer.to_dict()
-        record = current_call.get()
-        if record is not None:
-            record.queries = agent_queries(answer_data)
-        result = ask_answer(answer_data)
-        more = ", more rows exist" if result.truncated else ""
-        summary = f"ask_database answer ({result.ending}): {counted(result.row_count, 'row')}{more}."
-        body = "\n\n".join(
-            [
-                f"SQL:\n{result.sql or '(none)'}" + (f"\nerror: {result.error}" if result.error else ""),
-                "result:\n" + render_rows(result.columns, result.rows),
-                "exploration:\n" + "\n".join(result.trace),
-            ]
-        )
-        return structured(result, summary, body)
-
-    def ask_database_unavailable(self, question: Annotated[str, Field(pattern=r"\S")]) -> CallToolResult:
-        """Not enabled: start the server with --model DIR or --endpoint URL to answer questions in plain
-        language."""
-        raise ToolError(
-            f"no text-to-SQL model is configured: {MODEL_SETUP_HINT}\nThe other tools work without a model."
-        )
-
-    def schema_overview(self, named: bool) -> str:
-        """Markdown: one line per table with its row count and a one-line description; a section per source when
-        the sources are `named`. The only source's failure fails the overview; one of several is noted in it."""
-        sections = []
-        for source in self.sources:
-            if not self._visible(source.name):
-                continue
-            try:
-                sections.append(self._overview(source.name, named))
-            except ToolError as error:
-                if not named:
-                    raise
-                sections.append(f"# Source {source.name}: cannot be read now\n\n{error}")
-        return fence(f"Schema overview; ask_database's model: {self.runner.status}.", "\n\n".join(sections))
-
-    def _overview(self, name: str, named: bool) -> str:
-        state = self._state(name)
-        with self._database(state) as db:
-            tables = db.tables()
-            title = f"source {name}: {db.display_name}" if named else db.display_name
-            lines = [f"# Tables of {title} ({db.dialect}, {counted(len(tables), 'table')})", ""]
-            deadline = time.monotonic() + COUNT_BUDGET_S
-            for info in tables:
-                rows = row_count(db, info, deadline)
-                count = counted(rows, "row") if rows is not None else "row count unknown"
-                about = info.comment or "columns: " + ", ".join(c.name for c in info.columns[:8]) + (
-                    ", ..." if len(info.columns) > 8 else ""
-                )
-                lines.append(f"- **{info.name}** ({count}): {about}")
-        return "\n".join(lines)
-
-
-def agent_queries(answer: dict) -> list[str]:
-    """The SQL of every query the agent's episodes ran (run and explained), in order, the answer's last."""
-    queries = [
-        call["args"]["sql"]
-        for record in answer["trace"]["rounds"]
-        for call in record["calls"]
-        if isinstance(call.get("args"), dict) and isinstance(call["args"].get("sql"), str)
-    ]
-    if answer.get("sql") and (not queries or queries[-1] != answer["sql"]):
-        queries.append(answer["sql"])
-    return queries
-
-
-def ask_answer(answer: dict) -> AskAnswer:
-    """The agent's answer as the tool's result type, with one trace line per tool call."""
-    trace = [
-        f"round {record['index']}: {call['tool']} {json.dumps(call['args'], ensure_ascii=False)}"
-        + (f" -> error: {call['error']}" if call.get("error") else "")
-        for record in answer["trace"]["rounds"]
-        for call in record["calls"]
-    ]
-    fields = {name: answer.get(name) for name in AskAnswer.model_fields if name in answer}
-    return AskAnswer(**{**fields, "trace": trace})
+    list_sources = list_sources
+    ask_database = ask_database
+    ask_database_unavailable = ask_database_unavailable
+    list_tables = list_tables
+    describe_table = describe_table
+    search_schema = search_schema
+    search_values = search_values
+    sample_rows = sample_rows
+    run_query = run_query
+    explain_query = explain_query
+    schema_overview = schema_overview
 
 
 def build_server(

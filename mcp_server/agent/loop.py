@@ -74,13 +74,12 @@ class AgentAnswer:
         trace = chosen.trace.to_dict()
         trace["processed_tokens"] = self.processed_tokens
         trace["elapsed_s"] = round(self.elapsed_s, 3)
-        result = chosen.result
         return {
             **dialect_fields(chosen, self.dialect),
-            "columns": list(result.columns) if result else [],
+            "columns": chosen.columns,
             "rows": chosen.result_rows(),
-            "row_count": result.row_count if result else 0,
-            "truncated": result.truncated if result else False,
+            "row_count": chosen.row_count,
+            "truncated": chosen.truncated,
             "error": chosen.error,
             "ending": chosen.ending,
             "votes": self.votes,

@@ -24,6 +24,19 @@ class EpisodeOutcome:
     trace: EpisodeTrace = field(default_factory=EpisodeTrace)
     transcript: str = ""
 
+    @property
+    def columns(self) -> list[str]:
+        return list(self.result.columns) if self.result is not None else []
+
+    @property
+    def row_count(self) -> int:
+        return self.result.row_count if self.result is not None else 0
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the result holds fewer rows than the query returns."""
+        return self.result.truncated if self.result is not None else False
+
     def result_rows(self) -> list[list]:
         """The result's rows as JSON scalars."""
         return self.result.to_dict()["rows"] if self.result is not None else []

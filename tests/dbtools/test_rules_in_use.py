@@ -16,8 +16,9 @@ from dbtools.access.rule_check import RulesError
 from dbtools.access.rules import VisibilityRules
 from dbtools.errors import ConnectionFailedError, QueryError
 from dbtools.sources import ServerLimits, SourceSet, SourceSpec
-from mcp_server.server import build_server, name_hints
+from mcp_server.server import build_server
 from mcp_server.settings import Settings
+from mcp_server.tools.errors import name_hints
 from tests.dbtools.redacted_pair import ENGINES, MARKER, redacted_pair, rules
 from tests.server.test_cli import run_cli
 

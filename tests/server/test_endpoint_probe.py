@@ -49,7 +49,8 @@ def served_status(runner: ModelRunner, db) -> tuple[str, str]:
     import anyio
     from mcp import Client
 
-    from mcp_server.server import OVERVIEW_URI, build_server
+    from mcp_server.server import build_server
+    from mcp_server.tools.schema_overview import OVERVIEW_URI
 
     async def ask():
         async with Client(build_server(runner.settings, db, runner)) as client:

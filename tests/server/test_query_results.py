@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 
-from mcp_server.server import DEFAULT_RESULT_CHARS, DEFAULT_RESULT_ROWS
+from mcp_server.tools.run_query import DEFAULT_RESULT_CHARS, DEFAULT_RESULT_ROWS
 from tests.fixture_schema import fixture_rows
 from tests.server.conftest import fenced_body
 

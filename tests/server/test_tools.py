@@ -85,7 +85,7 @@ async def test_row_counts_of_slow_views_share_one_budget(tmp_path, monkeypatch):
     import sqlite3
     import time
 
-    import mcp_server.server
+    import mcp_server.tools.results
 
     path = tmp_path / "views.sqlite"
     with sqlite3.connect(path) as conn:
@@ -95,7 +95,7 @@ async def test_row_counts_of_slow_views_share_one_budget(tmp_path, monkeypatch):
                 f"CREATE VIEW endless{i} AS "
                 "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c"
             )
-    monkeypatch.setattr(mcp_server.server, "COUNT_BUDGET_S", 0.5)
+    monkeypatch.setattr(mcp_server.tools.results, "COUNT_BUDGET_S", 0.5)
     db = open_database(str(path), timeout_s=5.0)
     try:
         async with Client(build_server(Settings(timeout=5.0), db)) as client:
