@@ -26,9 +26,12 @@ from benchmarks.plots import RESULTS_DIR, grouped_bars
 from benchmarks.servers.ports import free_port
 from dbtools.demo import default_demo_path
 from dbtools.engines import open_database
+from dbtools.sources import SourceSet
+from mcp_server.identities import Identities
 from mcp_server.model_runner import ModelRunner
 from mcp_server.server import ScoutTools, build_server
 from mcp_server.settings import Settings
+from mcp_server.source_tools import server_limits
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CALLS: dict[str, dict] = {
@@ -102,7 +105,8 @@ async def measure(dsn: str, repeats: int, warmup: int) -> dict[str, dict[str, li
     settings = Settings(dsn=dsn)
     db = open_database(dsn)
     try:
-        tools = ScoutTools(settings, db, ModelRunner(settings, db))
+        sources = SourceSet.serving(db, server_limits(settings))
+        tools = ScoutTools(settings, sources, ModelRunner(settings, db), Identities())
         results = {
             "direct": {
                 tool: _time_direct(lambda tool=tool, args=args: getattr(tools, tool)(**args), repeats, warmup)
