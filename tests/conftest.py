@@ -66,6 +66,9 @@ SLOW = {
         "every gold query on the full demo database"
     ),
     "tests/kernels/test_compile_targets.py": "compiles 124 kernels for six GPU targets (minutes on a first run)",
+    "tests/kernels/test_kernel_builds.py::test_the_kernels_compile_with_each_compiler": (
+        "compiles the C++ kernels at every instruction-set level with each compiler (about 2 minutes on 2 cores)"
+    ),
     "tests/model/test_cli.py::test_a_capped_instruction_set_builds_and_runs_that_level": "builds the AVX2 kernels",
     "tests/kernels/test_cpu_isa.py::test_every_other_level_matches_the_reference": (
         "builds the C++ kernels once more per instruction-set level"

@@ -8,8 +8,9 @@ attention of a step's query (attention_step.cpp), RMSNorm with its residual add 
 torch.utils.cpp_extension builds the library once (about 10-20 s) into torch's extension cache
 (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and reloads it from there; a changed source or
 compiler flag builds again. It is built for this CPU (-march=native) unless set_isa() or SQLSCOUT_CPU_ISA caps
-the instruction set at a lower level (kernels/cpu/isa.py), each level a library of its own. Without a C++ compiler, with SQLSCOUT_KERNELS=torch, or when the build fails, the
-same math runs in plain PyTorch instead (kernels/reference), after a one-line notice.
+the instruction set at a lower level (kernels/cpu/isa.py), each level a library of its own, and with OpenMP where
+the compiler builds it (kernels/cpu/openmp.py). Without a C++ compiler, with SQLSCOUT_KERNELS=torch, or when the
+build fails, the same math runs in plain PyTorch instead (kernels/reference), after a one-line notice.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import platform
 from pathlib import Path
 
 import torch
 
 from kernels.backend import get_backend
-from kernels.cpu import isa
+from kernels.cpu import isa, openmp
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,19 @@ INCLUDED = [
     )
 ]
 LIBRARY = "sqlscout_cpu_products"
+# How much slower the plain-PyTorch fallback decodes than the kernels: greedy 64-token decodes of the mid-size random
+# checkpoint of benchmarks/model_cpu.py (fp32), best of 7, took 120 against 630 tokens/s on one thread and 130
+# against 810 on two (a 2-vCPU AMD EPYC Zen 4 VM, AVX-512 with bf16, SQLSCOUT_KERNELS=torch against the default).
+FALLBACK_SLOWDOWN = "5x"
+# What to install for a compiler that builds the kernels, by platform.system().
+COMPILER_INSTALL = {
+    "Linux": "install a C++ compiler (Debian/Ubuntu: apt-get install g++)",
+    "Darwin": "install Apple's command line tools (xcode-select --install)",
+    # torch builds Windows extensions with MSVC (the Visual Studio Build Tools' cl.exe): installing those would not
+    # build these kernels.
+    "Windows": "run sqlscout in WSL and apt-get install g++ there (on Windows torch builds extensions with MSVC, "
+    "which lacks the GCC/Clang vector extensions the kernels are written in)",
+}
 
 
 def _products(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -91,6 +106,13 @@ def sources_flag() -> str:
     return f"-DSQLSCOUT_SOURCES={digest}"
 
 
+def compile_flags(instruction_flags: tuple[str, ...], compiler: str) -> list[str]:
+    """The flags library.cpp is compiled with, besides torch's own: a level's instruction flags, and OpenMP where
+    `compiler` builds it."""
+    # -Wno-psabi: the vector helpers are inline and internal, so the ABI notes GCC prints are noise.
+    return ["-O3", *instruction_flags, *openmp.flags(compiler), "-Wno-psabi", sources_flag()]
+
+
 def _put_ninja_on_path() -> None:
     """torch runs `ninja` from PATH; the ninja package installed with sqlscout is not on it when the virtual
     environment's python runs without the environment activated (as MCP hosts start it)."""
@@ -113,25 +135,34 @@ def _build() -> object | None:
     except ValueError as error:
         raise ValueError(f"{isa.ENV_VAR} {error}") from None
     log.info("loading the CPU kernels for %s (compiled on first use, about 15 s)", _level_words())
-    # -Wno-psabi: the vector helpers are inline and internal, so the ABI notes GCC prints are noise.
-    flags = ["-O3", *isa.compile_flags(_isa), "-fopenmp", "-Wno-psabi", sources_flag()]
+    compiler = cpp_extension.get_cxx_compiler()
+    # Built without OpenMP, the kernels' loops run on the calling thread alone under an OpenMP torch (openmp.py).
+    parallel = openmp.flags(compiler)
     try:
         cpp_extension.load(
             name=library_name(_isa),
             sources=[str(LIBRARY_SOURCE)],
-            extra_cflags=flags,
-            extra_ldflags=["-fopenmp"],
+            extra_cflags=compile_flags(isa.compile_flags(_isa), compiler),
+            extra_ldflags=list(parallel),
             is_python_module=False,
             verbose=False,
         )
     except (OSError, RuntimeError, ImportError, SystemExit) as error:
         reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
         log.warning(
-            "the CPU kernels run in plain PyTorch (slower decoding): the C++ kernels could not be built "
-            "(%s); install a C++ compiler (g++ or clang++) to build them",
+            "the CPU kernels run in plain PyTorch, which decodes about %s slower: the C++ kernels could not be "
+            "built (%s); to build them, %s",
+            FALLBACK_SLOWDOWN,
             reason,
+            COMPILER_INSTALL.get(platform.system(), COMPILER_INSTALL["Linux"]),
         )
         return None
+    if not parallel and not openmp.parallel_without_openmp():
+        log.warning(
+            "the CPU kernels run on one thread: %s does not build OpenMP code (-fopenmp), which this torch's "
+            "at::parallel_for needs in them; set CXX to a compiler that does (g++, or clang++ with libomp)",
+            compiler,
+        )
     for name, fake in FAKES.items():
         torch.library.register_fake(f"sqlscout_cpu::{name}")(fake)
     log.info("the CPU kernels use %s", torch.ops.sqlscout_cpu.instructions())

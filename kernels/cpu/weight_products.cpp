@@ -22,6 +22,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
+#include <c10/util/Half.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -46,11 +47,8 @@ constexpr int64_t TILE_ROWS = 4;
 // Tiles a thread takes at least, so that small matrices do not pay for waking threads.
 constexpr int64_t GRAIN_TILES = 16;
 
-inline float half_to_float(uint16_t bits) {
-  _Float16 value;
-  std::memcpy(&value, &bits, sizeof value);
-  return float(value);
-}
+// Through c10::Half rather than _Float16, which clang before 15 has on x86 only with AVX512-FP16.
+inline float half_to_float(uint16_t bits) { return float(c10::Half(bits, c10::Half::from_bits())); }
 
 inline f32v to_floats(i32v ints) { return __builtin_convertvector(ints, f32v); }
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import sys
 
 import torch
-from torch.utils.cpp_extension import load
+from torch.utils.cpp_extension import get_cxx_compiler, load
 
 import kernels
-from kernels.cpu import LIBRARY_SOURCE, isa, library_name, sources_flag
+from kernels.cpu import LIBRARY_SOURCE, compile_flags, isa, library_name, openmp
 from kernels.reference import attention as attention_ref
 from kernels.reference import rms_norm as norm_ref
 from kernels.reference import weight_products as layout
@@ -109,8 +109,8 @@ if __name__ == "__main__":
     load(
         name=library_name(level),
         sources=[str(LIBRARY_SOURCE)],
-        extra_cflags=["-O3", *isa.compile_flags(level), "-fopenmp", "-Wno-psabi", sources_flag()],
-        extra_ldflags=["-fopenmp"],
+        extra_cflags=compile_flags(isa.compile_flags(level), get_cxx_compiler()),
+        extra_ldflags=list(openmp.flags(get_cxx_compiler())),
         is_python_module=False,
         build_directory=build_dir,
     )

@@ -292,3 +292,5 @@ def test_without_a_compiler_the_products_fall_back_with_one_notice(monkeypatch, 
         assert cpu_kernels.ops() is None
     notices = [r for r in caplog.records if "plain PyTorch" in r.getMessage()]
     assert len(notices) == 1 and "g++: command not found" in notices[0].getMessage()
+    assert f"about {cpu_kernels.FALLBACK_SLOWDOWN} slower" in notices[0].getMessage()
+    assert "install" in notices[0].getMessage()
