@@ -452,12 +452,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.real_size:
         section, raw, _ = real_size_outputs()
         if args.from_json:
-            run = json.loads(raw.read_text())
+            measured = json.loads(raw.read_text())
         else:
-            run = run_real_size(args.threads, args.variants, args.rounds, args.llama_cpp)
-        results = run["engines"]
+            measured = run_real_size(args.threads, args.variants, args.rounds, args.llama_cpp)
+        results = measured["engines"]
         text = report_real_size(results, None if args.no_record else plot_real_size(results))
-        text = "\n".join([text, *report_ask(run.get("llama_server_ask"))])
+        text = "\n".join([text, *report_ask(measured.get("llama_server_ask"))])
         if not args.no_record:
             record_section(section, text)
         print(text)
