@@ -50,7 +50,7 @@ constexpr int64_t GRAIN_TILES = 16;
 // Through c10::Half rather than _Float16, which clang before 15 has on x86 only with AVX512-FP16.
 inline float half_to_float(uint16_t bits) { return float(c10::Half(bits, c10::Half::from_bits())); }
 
-inline f32v to_floats(i32v ints) { return __builtin_convertvector(ints, f32v); }
+SQLSCOUT_INLINE f32v to_floats(i32v ints) { return __builtin_convertvector(ints, f32v); }
 
 // A tiled matrix of one element type: vector(tile, chunk, r) is the LANES values of row r of the tile at
 // k = chunk * LANES; scale(n) multiplies row n's finished dot product.
@@ -178,7 +178,7 @@ using i8x64 = int8_t __attribute__((vector_size(VECTOR)));
 
 // Lane i of acc plus the dot product of bytes 4i .. 4i + 3 of w and x, both read as signed (exact for unsigned w
 // below 128): Arm's dot product instruction, else plain C++.
-inline i32v signed_bytes_dot4(i32v acc, const int8_t* w, const int8_t* x) {
+SQLSCOUT_INLINE i32v signed_bytes_dot4(i32v acc, const int8_t* w, const int8_t* x) {
 #if defined(__ARM_FEATURE_DOTPROD)
   int32x4_t sums[4];
   std::memcpy(sums, &acc, sizeof sums);
@@ -195,7 +195,7 @@ inline i32v signed_bytes_dot4(i32v acc, const int8_t* w, const int8_t* x) {
 
 // unsigned_dot4(acc, w, x): lane i of acc plus the dot product of w's bytes 4i .. 4i + 3 (unsigned, below 128
 // unless the CPU has VNNI) and x's (signed).
-inline i32v unsigned_dot4(i32v acc, u8x64 w, i8x64 x) {
+SQLSCOUT_INLINE i32v unsigned_dot4(i32v acc, u8x64 w, i8x64 x) {
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
   __m512i sums = _mm512_dpbusd_epi32(load<__m512i>(&acc), load<__m512i>(&w), load<__m512i>(&x));
   return load<i32v>(&sums);
@@ -226,14 +226,14 @@ inline i32v unsigned_dot4(i32v acc, u8x64 w, i8x64 x) {
 #if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
 constexpr bool DOT_IS_BIASED = true;
 using PreparedWeights = u8x64;
-inline PreparedWeights prepare(const int8_t* w) { return load<u8x64>(w) ^ 0x80; }
-inline i32v signed_dot4(i32v acc, PreparedWeights w, i8x64 x) { return unsigned_dot4(acc, w, x); }
+SQLSCOUT_INLINE PreparedWeights prepare(const int8_t* w) { return load<u8x64>(w) ^ 0x80; }
+SQLSCOUT_INLINE i32v signed_dot4(i32v acc, PreparedWeights w, i8x64 x) { return unsigned_dot4(acc, w, x); }
 #elif defined(__AVX2__)
 constexpr bool DOT_IS_BIASED = false;
 struct PreparedWeights {
   __m256i signs[2], magnitudes[2];
 };
-inline PreparedWeights prepare(const int8_t* w) {
+SQLSCOUT_INLINE PreparedWeights prepare(const int8_t* w) {
   PreparedWeights prepared;
   for (int h = 0; h < 2; ++h) {
     prepared.signs[h] = load<__m256i>(w + 32 * h);
@@ -241,7 +241,7 @@ inline PreparedWeights prepare(const int8_t* w) {
   }
   return prepared;
 }
-inline i32v signed_dot4(i32v acc, const PreparedWeights& w, i8x64 x) {
+SQLSCOUT_INLINE i32v signed_dot4(i32v acc, const PreparedWeights& w, i8x64 x) {
   __m256i xs[2];
   std::memcpy(xs, &x, sizeof xs);
   for (int h = 0; h < 2; ++h) xs[h] = _mm256_sign_epi8(xs[h], w.signs[h]);
@@ -250,8 +250,8 @@ inline i32v signed_dot4(i32v acc, const PreparedWeights& w, i8x64 x) {
 #else
 constexpr bool DOT_IS_BIASED = false;
 using PreparedWeights = i8x64;
-inline PreparedWeights prepare(const int8_t* w) { return load<i8x64>(w); }
-inline i32v signed_dot4(i32v acc, PreparedWeights w, i8x64 x) {
+SQLSCOUT_INLINE PreparedWeights prepare(const int8_t* w) { return load<i8x64>(w); }
+SQLSCOUT_INLINE i32v signed_dot4(i32v acc, PreparedWeights w, i8x64 x) {
   return signed_bytes_dot4(acc, reinterpret_cast<const int8_t*>(&w), reinterpret_cast<const int8_t*>(&x));
 }
 #endif
@@ -294,7 +294,7 @@ QuantizedX quantize_x(const float* x, int64_t M, int64_t K) {
 }
 
 // 16 fp16 values widened to fp32.
-inline f32v halves_to_floats(const uint16_t* p) {
+SQLSCOUT_INLINE f32v halves_to_floats(const uint16_t* p) {
 #if defined(__AVX512F__)
   __m512 wide = _mm512_cvtph_ps(load<__m256i>(p));
   return load<f32v>(&wide);
@@ -350,7 +350,7 @@ struct AffineChunk {
 };
 
 template <int bits>
-inline AffineChunk affine_chunk(const uint8_t* row, int64_t chunks, int64_t chunk) {
+SQLSCOUT_INLINE AffineChunk affine_chunk(const uint8_t* row, int64_t chunks, int64_t chunk) {
   const int64_t first = chunk / GROUP_CHUNKS * GROUP_CHUNKS, at = chunk - first;
   const int64_t count = std::min(GROUP_CHUNKS, chunks - first);
   const uint8_t* group = row + first / GROUP_CHUNKS * group_bytes(GROUP_CHUNKS, bits);
@@ -362,7 +362,7 @@ inline AffineChunk affine_chunk(const uint8_t* row, int64_t chunks, int64_t chun
 // LANES bytes from p (unsigned or signed) as fp32: compilers widen bytes a lane at a time unless told the
 // instruction.
 template <class Byte>
-inline f32v bytes_to_floats(const Byte* p) {
+SQLSCOUT_INLINE f32v bytes_to_floats(const Byte* p) {
   constexpr bool is_signed = std::is_signed_v<Byte>;
 #if defined(__AVX512F__)
   const __m128i bytes = load<__m128i>(p);
@@ -384,14 +384,14 @@ inline f32v bytes_to_floats(const Byte* p) {
 
 // The upper two bits of vector t of a group of four (bits 2t, 2t + 1 of `high`) moved to bits 4 and 5.
 template <int t>
-inline u8x64 upper_bits(u8x64 high) {
+SQLSCOUT_INLINE u8x64 upper_bits(u8x64 high) {
   if constexpr (t == 3) return (high >> 2) & 0x30;
   return (high << (4 - 2 * t)) & 0x30;
 }
 
 // Vectors 2p and 2p + 1 of an affine chunk's packed values (see AffineRows), one byte a value.
 template <int bits>
-inline void unpack_vector_pair(const uint8_t* values, int p, u8x64& low, u8x64& high) {
+SQLSCOUT_INLINE void unpack_vector_pair(const uint8_t* values, int p, u8x64& low, u8x64& high) {
   const u8x64 packed = load<u8x64>(values + p * VECTOR);
   low = packed & 0xF;
   high = packed >> 4;
@@ -426,6 +426,94 @@ inline void int8_row(const Int8Rows& w, const QuantizedX& q, int64_t m0, int64_t
   for (int m = 0; m < rm; ++m) y[(m0 + m) * N + n] = sum(acc[m]);
 }
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// AVX2 holds a 64-byte vector in two registers. The generic affine row below computes its unpacked values as
+// 64-byte vectors, which GCC splits for the dot products through the stack, eight bytes at a time (the int4
+// product ran at a fifth of the int8 one's speed): here each vector is unpacked and multiplied a half at a time,
+// the half's 8 blocks in the lanes of one register.
+SQLSCOUT_INLINE __m256i dot_half(__m256i acc, __m256i w, __m256i x) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(acc, w, x);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
+#endif
+}
+
+// Half of upper_bits<t>: a 16-bit shift moves bits across the bytes of a pair, but only into bits the mask clears.
+template <int t>
+SQLSCOUT_INLINE __m256i upper_bits_half(__m256i high) {
+  const __m256i mask = _mm256_set1_epi8(0x30);
+  if constexpr (t == 3) return _mm256_and_si256(_mm256_srli_epi16(high, 2), mask);
+  return _mm256_and_si256(_mm256_slli_epi16(high, 4 - 2 * t), mask);
+}
+
+// Half h of unpack_vector_pair.
+template <int bits>
+SQLSCOUT_INLINE void unpack_half_pair(const uint8_t* values, int p, int h, __m256i& low, __m256i& high) {
+  const __m256i nibble = _mm256_set1_epi8(0xF);
+  const __m256i packed = load<__m256i>(values + p * VECTOR + 32 * h);
+  low = _mm256_and_si256(packed, nibble);
+  high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
+  if constexpr (bits == 6) {
+    const __m256i upper = load<__m256i>(values + CHUNK / 2 + p / 2 * VECTOR + 32 * h);
+    low = _mm256_or_si256(low, p % 2 ? upper_bits_half<2>(upper) : upper_bits_half<0>(upper));
+    high = _mm256_or_si256(high, p % 2 ? upper_bits_half<3>(upper) : upper_bits_half<1>(upper));
+  }
+}
+
+// 8 bytes from p (unsigned or signed) as 8 fp32 lanes.
+template <class Byte>
+SQLSCOUT_INLINE __m256 bytes_to_floats_half(const Byte* p) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm256_cvtepi32_ps(std::is_signed_v<Byte> ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes));
+}
+
+// The lanes of two halves summed in sum()'s order: lane i plus lane i + 8 (the halves), then + 4, + 2, + 1.
+SQLSCOUT_INLINE float sum_halves(__m256 low, __m256 high) {
+  const __m256 pairs = _mm256_add_ps(low, high);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(pairs), _mm256_extractf128_ps(pairs, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
+
+template <int rm, int bits>
+inline void affine_row(const AffineRows& w, const QuantizedX& q, int64_t m0, int64_t n, int64_t N, float* y) {
+  const int64_t K = w.K, blocks = K / BLOCK, chunks = K / CHUNK;
+  const uint8_t* row = w.data + n * w.row_bytes;
+  const int8_t* xs = q.values.data() + m0 * K;
+  __m256 acc[rm][2];
+  for (int m = 0; m < rm; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t block0 = chunk * BLOCKS_PER_CHUNK;
+    const AffineChunk parts = affine_chunk<bits>(row, chunks, chunk);
+    const int8_t* chunk_x = xs + chunk * CHUNK;
+    for (int h = 0; h < 2; ++h) {
+      __m256i sums[rm];
+      for (int m = 0; m < rm; ++m) sums[m] = _mm256_setzero_si256();
+      for (int p = 0; p < CHUNK / VECTOR / 2; ++p) {
+        __m256i low, high;
+        unpack_half_pair<bits>(parts.values, p, h, low, high);
+        for (int m = 0; m < rm; ++m) {
+          const int8_t* at = chunk_x + m * K + 2 * p * VECTOR + 32 * h;
+          sums[m] = dot_half(sums[m], low, load<__m256i>(at));
+          sums[m] = dot_half(sums[m], high, load<__m256i>(at + VECTOR));
+        }
+      }
+      const __m256 scales = _mm256_mul_ps(bytes_to_floats_half(parts.scales + 8 * h), _mm256_set1_ps(parts.steps[0]));
+      const __m256 minimums = _mm256_add_ps(
+          _mm256_mul_ps(bytes_to_floats_half(parts.minimums + 8 * h), _mm256_set1_ps(parts.steps[1])),
+          _mm256_set1_ps(parts.steps[2]));
+      for (int m = 0; m < rm; ++m) {
+        const int64_t at = (m0 + m) * blocks + block0 + 8 * h;
+        const __m256 products = _mm256_mul_ps(_mm256_cvtepi32_ps(sums[m]), _mm256_mul_ps(_mm256_loadu_ps(q.scales.data() + at), scales));
+        acc[m][h] = _mm256_add_ps(acc[m][h], products);
+        acc[m][h] = _mm256_add_ps(acc[m][h], _mm256_mul_ps(minimums, _mm256_loadu_ps(q.sums.data() + at)));
+      }
+    }
+  }
+  for (int m = 0; m < rm; ++m) y[(m0 + m) * N + n] = sum_halves(acc[m][0], acc[m][1]);
+}
+#else
 template <int rm, int bits>
 inline void affine_row(const AffineRows& w, const QuantizedX& q, int64_t m0, int64_t n, int64_t N, float* y) {
   const int64_t K = w.K, blocks = K / BLOCK, chunks = K / CHUNK;
@@ -457,6 +545,7 @@ inline void affine_row(const AffineRows& w, const QuantizedX& q, int64_t m0, int
   }
   for (int m = 0; m < rm; ++m) y[(m0 + m) * N + n] = sum(acc[m]);
 }
+#endif
 
 // f(std::integral_constant<int, rm>{}) for the rm = left in 1 .. rows.
 template <int rows, class F>
