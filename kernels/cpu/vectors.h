@@ -56,6 +56,23 @@ SQLSCOUT_INLINE float sum(f32v v) {
 #endif
 }
 
+#if defined(__AVX2__)
+// The lanes of a vector held as two AVX2 halves, summed in sum()'s order: lane i plus lane i + 8 (the halves), then
+// + 4, + 2, + 1.
+SQLSCOUT_INLINE float sum_halves(__m256 low, __m256 high) {
+  const __m256 pairs = _mm256_add_ps(low, high);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(pairs), _mm256_extractf128_ps(pairs, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
+
+// 8 values from p as fp32 lanes, as widen() gives 16.
+SQLSCOUT_INLINE __m256 widen_half(const float* p) { return _mm256_loadu_ps(p); }
+SQLSCOUT_INLINE __m256 widen_half(const uint16_t* bits) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load<__m128i>(bits)), 16));
+}
+#endif
+
 // exp of each lane, within 2 ulp of std::exp (Cephes' expf: x = n ln 2 + r, |r| <= ln 2 / 2, a degree-7
 // polynomial for e^r, 2^n put in the exponent bits), where a scalar std::exp a value costs the steps more than
 // their arithmetic. Inputs are clamped to the finite range: e^-88.7 is the smallest normal, e^88.7 the largest.

@@ -54,24 +54,54 @@ SQLSCOUT_INLINE f32v to_floats(i32v ints) { return __builtin_convertvector(ints,
 
 // A tiled matrix of one element type: vector(tile, chunk, r) is the LANES values of row r of the tile at
 // k = chunk * LANES; scale(n) multiplies row n's finished dot product.
-struct Fp32Tiles {
-  const float* data;
+// half(tile, chunk, r, h): half h of vector(tile, chunk, r), 8 values, where AVX2 holds a vector in two registers.
+template <class Element>
+struct FloatTiles {
+  const Element* data;
   int64_t K;
-  f32v vector(int64_t tile, int64_t chunk, int64_t r) const {
-    return load<f32v>(data + (tile * K + chunk * LANES) * TILE_ROWS + r * LANES);
+  const Element* at(int64_t tile, int64_t chunk, int64_t r) const {
+    return data + (tile * K + chunk * LANES) * TILE_ROWS + r * LANES;
   }
+  f32v vector(int64_t tile, int64_t chunk, int64_t r) const { return sqlscout::widen(at(tile, chunk, r)); }
+#if defined(__AVX2__)
+  __m256 half(int64_t tile, int64_t chunk, int64_t r, int h) const {
+    return sqlscout::widen_half(at(tile, chunk, r) + 8 * h);
+  }
+#endif
   float scale(int64_t) const { return 1.0f; }
 };
+using Fp32Tiles = FloatTiles<float>;
+using Bf16Tiles = FloatTiles<uint16_t>;
 
-struct Bf16Tiles {
-  const uint16_t* data;
-  int64_t K;
-  f32v vector(int64_t tile, int64_t chunk, int64_t r) const {
-    return sqlscout::widen(data + (tile * K + chunk * LANES) * TILE_ROWS + r * LANES);
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// AVX2: the generic tile below keeps its 64-byte accumulators on the stack, copied eight bytes at a time each step
+// (GCC splits vectors wider than the registers through memory). Here each accumulator is two registers, each lane
+// summing the same products in the same order, so the results are the generic ones; TILE_ROWS * 2 of them leave
+// registers for one row of x at a time.
+constexpr int FLOAT_ROWS_OF_X = 1;
+
+template <int rm, class Tiles>
+inline void float_tile(const Tiles& w, int64_t tile, const float* x, int64_t m0, int64_t K, float* y, int64_t N) {
+  __m256 acc[TILE_ROWS][rm][2];
+  for (int r = 0; r < TILE_ROWS; ++r)
+    for (int m = 0; m < rm; ++m) acc[r][m][0] = acc[r][m][1] = _mm256_setzero_ps();
+  for (int64_t chunk = 0; chunk < K / LANES; ++chunk) {
+    for (int h = 0; h < 2; ++h) {
+      __m256 xs[rm];
+      for (int m = 0; m < rm; ++m) xs[m] = _mm256_loadu_ps(x + (m0 + m) * K + chunk * LANES + 8 * h);
+      for (int r = 0; r < TILE_ROWS; ++r) {
+        const __m256 weights = w.half(tile, chunk, r, h);
+        for (int m = 0; m < rm; ++m) acc[r][m][h] = _mm256_fmadd_ps(weights, xs[m], acc[r][m][h]);
+      }
+    }
   }
-  float scale(int64_t) const { return 1.0f; }
-};
-
+  for (int r = 0; r < TILE_ROWS; ++r) {
+    int64_t n = tile * TILE_ROWS + r;
+    if (n >= N) break;  // the last tile's padding rows
+    for (int m = 0; m < rm; ++m) y[(m0 + m) * N + n] = sqlscout::sum_halves(acc[r][m][0], acc[r][m][1]) * w.scale(n);
+  }
+}
+#else
 // Rows of x per pass over a tile: TILE_ROWS * rm vector accumulators must fit the registers beside the
 // weights' and inputs' vectors.
 constexpr int FLOAT_ROWS_OF_X = 4;
@@ -93,6 +123,7 @@ inline void float_tile(const Tiles& w, int64_t tile, const float* x, int64_t m0,
     for (int m = 0; m < rm; ++m) y[(m0 + m) * N + n] = sum(acc[r][m]) * w.scale(n);
   }
 }
+#endif
 
 // bf16 weights times bf16 activations, on CPUs with bf16 dot products (AVX512_BF16): a tile's rows 2p and 2p + 1
 // lie side by side (LANES values each), so one 512-bit load takes both and one instruction multiplies 32 pairs
@@ -468,14 +499,6 @@ SQLSCOUT_INLINE __m256 bytes_to_floats_half(const Byte* p) {
   return _mm256_cvtepi32_ps(std::is_signed_v<Byte> ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes));
 }
 
-// The lanes of two halves summed in sum()'s order: lane i plus lane i + 8 (the halves), then + 4, + 2, + 1.
-SQLSCOUT_INLINE float sum_halves(__m256 low, __m256 high) {
-  const __m256 pairs = _mm256_add_ps(low, high);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(pairs), _mm256_extractf128_ps(pairs, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
-}
-
 template <int rm, int bits>
 inline void affine_row(const AffineRows& w, const QuantizedX& q, int64_t m0, int64_t n, int64_t N, float* y) {
   const int64_t K = w.K, blocks = K / BLOCK, chunks = K / CHUNK;
@@ -511,7 +534,7 @@ inline void affine_row(const AffineRows& w, const QuantizedX& q, int64_t m0, int
       }
     }
   }
-  for (int m = 0; m < rm; ++m) y[(m0 + m) * N + n] = sum_halves(acc[m][0], acc[m][1]);
+  for (int m = 0; m < rm; ++m) y[(m0 + m) * N + n] = sqlscout::sum_halves(acc[m][0], acc[m][1]);
 }
 #else
 template <int rm, int bits>
