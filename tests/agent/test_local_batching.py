@@ -20,6 +20,10 @@ from model.serving import scheduler
 from model.serving.cancel import CancelEvent, Cancelled
 from model.serving.row_pool import RowPool
 
+# Slow (left out of the fast tier): decodes batches of questions with a tiny model.
+pytestmark = pytest.mark.slow
+
+
 PROMPTS = Prompts(system="Answer with SQLite.", user_template="Q: {question}")
 # Room for one long reply of the random model and nothing after it.
 BUDGET = 160

@@ -1,5 +1,7 @@
 """The episode benchmark's forced replay: real tool calls, and each token of the episode run through the model once."""
 
+import pytest
+
 from benchmarks.agent_episode import _call, _turn, main, run_episode
 from benchmarks.eval.datasets import load_questions
 from dbtools.engines import open_database
@@ -8,6 +10,8 @@ from model.engine_options import EngineOptions
 from tests.usage_errors import usage_error
 
 
+# Slow (left out of the fast tier): an episode on the full demo database.
+@pytest.mark.slow
 def test_forced_replay_runs_every_token_once_and_counts_the_resend_peer(tiny_model_dir):
     question = next(q for q in load_questions("plain") if q.question_id == "demo-01")
     script = [

@@ -18,6 +18,8 @@ from tests.usage_errors import usage_error
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# Slow (left out of the fast tier): starts each benchmark in a subprocess.
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("module", "variable", "flag"),
     [

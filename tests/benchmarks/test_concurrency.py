@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks.agent_episode import _call, _turn
 from benchmarks.concurrency.__main__ import main
 from benchmarks.concurrency.replayed_local import ReplayedLocalPolicy
@@ -22,6 +24,8 @@ SCRIPT = [
 ]
 
 
+# Slow (left out of the fast tier): runs the concurrency benchmark's local engine.
+@pytest.mark.slow
 def test_a_replayed_reply_is_decoded_token_by_token_in_the_batch(tiny_model_dir):
     engine = Engine.load(tiny_model_dir, EngineOptions(device="cpu", max_batch_rows=4))
     policy = ReplayedLocalPolicy(engine, lambda prompt: SCRIPT, Prompts())
@@ -38,6 +42,8 @@ def test_a_replayed_reply_is_decoded_token_by_token_in_the_batch(tiny_model_dir)
     assert answer.processed_tokens == trace.length - 1
 
 
+# Slow (left out of the fast tier): runs the concurrency benchmark.
+@pytest.mark.slow
 def test_a_run_reports_each_size_with_ratios_against_one_after_another(tmp_path):
     argv = ["--sizes", "1", "2", "--completion-s", "0.05", "--skip-local", "--out", str(tmp_path)]
     assert main(argv) == 0

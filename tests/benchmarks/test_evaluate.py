@@ -40,6 +40,8 @@ def _run(tmp_path, *args):
     return report, episodes
 
 
+# Slow (left out of the fast tier): every gold query on the full demo database.
+@pytest.mark.slow
 def test_every_gold_query_of_the_demo_set_returns_rows():
     assert len(DEMO) >= 15
     assert {q.difficulty for q in DEMO} == {"simple", "moderate", "challenging"}
@@ -162,6 +164,8 @@ def test_variables_set_the_options_and_flags_win(monkeypatch):
     assert (args.limit, args.format, args.samples) == (1, "plain", 2)
 
 
+# Slow (left out of the fast tier): episodes of a random model on the CPU.
+@pytest.mark.slow
 def test_tiny_random_model_episodes_end_cleanly(tmp_path, tiny_model_dir):
     report, episodes = _run(
         tmp_path,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from benchmarks import gpu_checks
@@ -58,6 +59,9 @@ def test_where_the_peer_is_exact_a_backend_gets_the_fp32_floor():
     assert not against_reference("fp32", run_of([5, 6, 7], shift=1e-2), reference, reference)["passed"]
 
 
+# Slow (left out of the fast tier): three tiny engines' prefill and decode, one through the Triton
+# interpreter.
+@pytest.mark.slow
 def test_the_checks_pass_on_a_cpu_at_tiny_shapes(tmp_path):
     """The same code as on a GPU (Triton in its interpreter, fp32 throughout): Triton's greedy tokens forced into
     the torch reference leave the states Triton's own run left."""

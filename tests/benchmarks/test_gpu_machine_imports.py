@@ -78,6 +78,8 @@ def test_the_vendored_wheels_are_the_pinned_versions():
     assert sorted(wheel.name for wheel in VENDOR.glob("*.whl")) == sorted(expected)
 
 
+# Slow (left out of the fast tier): runs the GPU suite's ask episode in a subprocess.
+@pytest.mark.slow
 def test_the_ask_episode_runs_without_the_server_packages(gpu_machine_site, tmp_path):
     # The suite's step on tiny shapes, in a process whose only packages are those of the GPU machine.
     out = tmp_path / "out"
@@ -93,6 +95,8 @@ def test_the_ask_episode_runs_without_the_server_packages(gpu_machine_site, tmp_
     assert done.stdout.splitlines()[-1] == "completed"
 
 
+# Slow (left out of the fast tier): episodes of a random model on the CPU, plain and speculative.
+@pytest.mark.slow
 def test_the_speculative_benchmark_runs_without_the_server_packages(gpu_machine_site, tmp_path):
     """The suite's speculative step on a tiny checkpoint and one replayed episode, with the GPU machine's packages:
     the replayed tokens come back exactly and the report holds every table."""
@@ -117,6 +121,8 @@ def test_the_speculative_benchmark_runs_without_the_server_packages(gpu_machine_
     assert report["random_text"]["tokens"] == 160
 
 
+# Slow (left out of the fast tier): two benchmarks in subprocesses, the checks through the Triton interpreter.
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("module", "report"),
     [("benchmarks.gpu_profile", "gpu_profile.json"), ("benchmarks.gpu_checks", "gpu_checks.json")],

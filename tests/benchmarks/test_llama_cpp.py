@@ -142,6 +142,8 @@ def test_only_a_bpe_tokenizer_json_is_handed_to_the_converter_as_it_is(tmp_path)
     ]
 
 
+# Slow (left out of the fast tier): writes a checkpoint and the real tokenizer's files.
+@pytest.mark.slow
 def test_a_checkpoint_with_a_dummy_tokenizer_is_converted_from_links_with_the_real_qwen_tokenizer(tmp_path):
     model_dir = tmp_path / "model"
     model_dir.mkdir()

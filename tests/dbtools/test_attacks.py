@@ -456,6 +456,8 @@ def test_what_the_parser_leaves_to_the_engine_is_refused_there_and_changes_nothi
     assert snapshot(dsn, target, tables) == before
 
 
+# Slow (left out of the fast tier): the attack matrix run on the engines, some attacks until their timeout.
+@pytest.mark.slow
 @pytest.mark.parametrize(("target", "sql"), TARGETED_ATTACKS)
 def test_the_engine_refuses_writes_even_without_the_parser_check(
     target, sql, databases, request, monkeypatch

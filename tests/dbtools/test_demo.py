@@ -50,6 +50,8 @@ def _content_hash(path: Path) -> str:
     return digest.hexdigest()
 
 
+# Slow (left out of the fast tier): the full demo database.
+@pytest.mark.slow
 def test_default_demo_is_cached_by_generator_version(demo_database, run_cache_dir, monkeypatch):
     """demo_database is the run's default_demo_path(), built on first use."""
     monkeypatch.setenv("SQLSCOUT_CACHE_DIR", str(run_cache_dir))
@@ -62,6 +64,8 @@ def test_default_demo_is_cached_by_generator_version(demo_database, run_cache_di
         assert conn.execute("PRAGMA user_version").fetchone()[0] == GENERATOR_VERSION
 
 
+# Slow (left out of the fast tier): the full demo database.
+@pytest.mark.slow
 def test_demo_has_many_tables_and_rows(demo):
     counts = _row_counts(demo)
     assert len(counts) >= 120
@@ -70,6 +74,8 @@ def test_demo_has_many_tables_and_rows(demo):
     assert 3 <= len(empty) <= 15
 
 
+# Slow (left out of the fast tier): the full demo database.
+@pytest.mark.slow
 def test_every_foreign_key_resolves(demo):
     total = 0
     referencing_tables = set()
@@ -99,6 +105,8 @@ def test_domains_declare_each_table_once_and_parents_before_children():
     assert len(created) == len(TABLES)
 
 
+# Slow (left out of the fast tier): the full demo database.
+@pytest.mark.slow
 def test_demo_has_nulls_skew_and_grounding_values(demo):
     nulls = demo.execute("SELECT count(*) FROM customers WHERE email IS NULL").fetchone()[0]
     assert nulls > 0
@@ -109,6 +117,8 @@ def test_demo_has_nulls_skew_and_grounding_values(demo):
     assert demo.execute("SELECT count(*) FROM customers WHERE country_code = 'DE'").fetchone()[0] > 0
 
 
+# Slow (left out of the fast tier): the full demo database.
+@pytest.mark.slow
 def test_create_table_text_mixes_real_styles(demo):
     sql = dict(demo.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
     assert "FOREIGN KEY (alertId) REFERENCES alertRules(id)" in sql["AlertLogs"]
@@ -206,6 +216,8 @@ def test_load_postgres_refuses_a_source_of_another_version(tmp_path, capsys):
     assert "rebuild it" in capsys.readouterr().err
 
 
+# Slow (left out of the fast tier): loads the demo into PostgreSQL twice.
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_load_postgres_copies_every_table(pg_server_dsn, tmp_path):
     source = build_demo(tmp_path / "small.sqlite", scale=0.02, seed=0, progress=False).path
@@ -234,6 +246,8 @@ def test_load_postgres_copies_every_table(pg_server_dsn, tmp_path):
             conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
+# Slow (left out of the fast tier): loads the demo into MariaDB twice.
+@pytest.mark.slow
 @pytest.mark.mysql
 def test_load_mysql_copies_every_table(mariadb_server_dsn, tmp_path):
     source = build_demo(tmp_path / "small.sqlite", scale=0.02, seed=0, progress=False).path
@@ -267,6 +281,8 @@ def test_load_mysql_copies_every_table(mariadb_server_dsn, tmp_path):
             cursor.execute(f"DROP DATABASE `{name}`")
 
 
+# Slow (left out of the fast tier): loads the demo into DuckDB twice.
+@pytest.mark.slow
 def test_load_duckdb_copies_every_table(tmp_path):
     """Every row and foreign key but a table's references to its own rows, which DuckDB cannot declare."""
     source = build_demo(tmp_path / "small.sqlite", scale=0.02, seed=0, progress=False).path

@@ -203,6 +203,8 @@ def test_catalog_follows_schema_changes(tmp_path, open_db):
     assert db.table("late_table").foreign_keys == (ForeignKey(("user_id",), "users", ("id",)),)
 
 
+# Slow (left out of the fast tier): waits out the schema check's interval.
+@pytest.mark.slow
 def test_a_schema_check_is_reused_for_the_engines_interval(tmp_path, open_db, monkeypatch):
     path = tmp_path / "checked.sqlite"
     build_sqlite(str(path))
@@ -285,6 +287,8 @@ def test_a_folder_given_as_the_database_is_named_as_a_folder(tmp_path):
         )
 
 
+# Slow (left out of the fast tier): waits out a query timeout.
+@pytest.mark.slow
 def test_a_sqlite_file_locked_by_a_writer_is_a_clear_error_within_the_timeout(tmp_path, open_db):
     path = tmp_path / "locked.sqlite"
     build_sqlite(str(path))

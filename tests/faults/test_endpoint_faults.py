@@ -17,7 +17,8 @@ from tests.completions_server import DIE, HOLD, CompletionsServer, completion
 from tests.fixture_schema import fixture_rows
 from tests.server.conftest import ServerProcess, free_port, subprocess_env
 
-pytestmark = pytest.mark.anyio
+# Slow (left out of the fast tier): starts sqlscout servers in subprocesses.
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 ANSWER = completion(
     '</think>\n{"tool": "submit_sql", "args": {"sql": "SELECT COUNT(*) AS n FROM orders"}}', 300, 20

@@ -27,7 +27,8 @@ from tests.server.conftest import (
     subprocess_env,
 )
 
-pytestmark = pytest.mark.anyio
+# Slow (left out of the fast tier): starts sqlscout servers in subprocesses.
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 ANSWER = completion(
     '</think>\n{"tool": "submit_sql", "args": {"sql": "SELECT COUNT(*) AS n FROM orders"}}', 300, 20

@@ -188,6 +188,8 @@ def test_a_full_pool_says_how_many_calls_run_and_the_limit(server, open_pg):
     assert_no_stray_cancels(server)
 
 
+# Slow (left out of the fast tier): restarts the PostgreSQL server.
+@pytest.mark.slow
 def test_a_restart_under_load_gives_clear_errors_and_no_stall(server, open_pg):
     db = open_pg(pool_size=4, timeout_s=5)
     stop = threading.Event()

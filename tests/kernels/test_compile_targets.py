@@ -20,9 +20,13 @@ import torch
 
 from benchmarks.kernels.resources import SPILL_BOUND_BYTES, TARGETS
 
-pytestmark = pytest.mark.skipif(
-    torch.cuda.is_available(), reason="on a GPU the other kernel tests compile and launch every kernel"
-)
+# Slow (left out of the fast tier): compiles 124 kernels for six GPU targets (minutes on a first run).
+pytestmark = [
+    pytest.mark.skipif(
+        torch.cuda.is_available(), reason="on a GPU the other kernel tests compile and launch every kernel"
+    ),
+    pytest.mark.slow,
+]
 
 ARCHES = [target.arch for target in TARGETS]
 

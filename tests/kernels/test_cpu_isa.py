@@ -87,6 +87,8 @@ def test_the_avx2_build_matches_the_reference(level_checks):
     check_level("avx2", level_checks)
 
 
+# Slow (left out of the fast tier): builds the C++ kernels once more per instruction-set level.
+@pytest.mark.slow
 @pytest.mark.parametrize("level", [level for level in isa.X86_LEVELS if level != "avx2"])
 def test_every_other_level_matches_the_reference(level, level_checks):
     check_level(level, level_checks)

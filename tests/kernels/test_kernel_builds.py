@@ -43,6 +43,9 @@ TORCH_FLAGS = [
 ]
 
 
+# Slow (left out of the fast tier): compiles the C++ kernels at every instruction-set level with each compiler
+# (about 2 minutes on 2 cores).
+@pytest.mark.slow
 @pytest.mark.parametrize("compiler", COMPILERS)
 def test_the_kernels_compile_with_each_compiler(compiler, tmp_path):
     if shutil.which(compiler) is None:

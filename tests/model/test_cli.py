@@ -30,6 +30,8 @@ def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     )
 
 
+# Slow (left out of the fast tier): loads a model in a subprocess.
+@pytest.mark.slow
 def test_json_output_with_greedy_decoding(checkpoint_dirs):
     model_dir = checkpoint_dirs["text_tied"]
     result = _run(
@@ -118,6 +120,8 @@ def test_cuda_without_a_cuda_device_says_to_use_the_cpu(checkpoint_dirs, monkeyp
         Engine.load(checkpoint_dirs["text_tied"], EngineOptions(device="cuda"))
 
 
+# Slow (left out of the fast tier): two engines and 400 tokens through the CLI.
+@pytest.mark.slow
 def test_speculation_reports_its_verify_passes_and_changes_no_token(checkpoint_dirs, capsys):
     # A prompt that repeats itself gives the n-gram drafter something to propose.
     common = ["--model", str(checkpoint_dirs["text_tied"]), "--device", "cpu", "--temperature", "0", "--json"]
@@ -135,6 +139,8 @@ def test_speculation_reports_its_verify_passes_and_changes_no_token(checkpoint_d
     )
 
 
+# Slow (left out of the fast tier): builds the AVX2 kernels.
+@pytest.mark.slow
 def test_a_capped_instruction_set_builds_and_runs_that_level(checkpoint_dirs):
     """--cpu-isa avx2: a laptop's path, run and logged on a CPU with more."""
     from kernels.cpu import isa

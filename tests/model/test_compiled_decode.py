@@ -43,6 +43,8 @@ def test_the_decode_step_is_one_graph_without_breaks(engines, sampling):
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
 
 
+# Slow (left out of the fast tier): torch.compile.
+@pytest.mark.slow
 def test_compiled_decoding_matches_eager_decoding(small_engine):
     compiled = Engine(small_engine.model, small_engine.tokenizer, replace(small_engine.options, compile=True))
     outputs = {}
@@ -67,6 +69,8 @@ def test_compiled_decoding_matches_eager_decoding(small_engine):
         torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-4)
 
 
+# Slow (left out of the fast tier): torch.compile.
+@pytest.mark.slow
 def test_warming_up_compiles_the_step_a_later_session_of_one_row_runs(small_engine):
     compiled = Engine(small_engine.model, small_engine.tokenizer, replace(small_engine.options, compile=True))
     sampling = SamplingParams(temperature=0.7, top_k=10, top_p=0.8, seed=1)  # a mode no other test compiles

@@ -273,6 +273,8 @@ def test_load_quantizes_every_projection_and_the_head_and_keeps_the_rest(
     assert sum(map(is_matrix, weights)) == 1 + 4 * quantized.config.num_hidden_layers
 
 
+# Slow (left out of the fast tier): quantizes a head of the real vocabulary.
+@pytest.mark.slow
 def test_quantized_logits_stay_close_to_the_fp32_ones(checkpoint_dirs, engines):
     """The tiny random model amplifies any rounding (bf16 alone moves its logits by about 8%): int8 weights
     stay within that; int4 moves them further but keeps them correlated."""
@@ -320,6 +322,8 @@ def _same(a: CpuWeight, b: CpuWeight) -> bool:
     )
 
 
+# Slow (left out of the fast tier): quantizes a head of the real vocabulary.
+@pytest.mark.slow
 @pytest.mark.parametrize("quantize", ["int8", "int4"])
 @pytest.mark.parametrize("variant", ["text_tied", "vl_untied_sharded"])
 def test_quantized_weights_are_kept_and_read_back_instead_of_quantized_again(

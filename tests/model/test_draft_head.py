@@ -57,6 +57,8 @@ def test_a_head_of_other_shapes_is_refused(checkpoint_dirs, tmp_path):
         _engine(checkpoint_dirs["text_tied"], speculate="mtp", draft_head=other)
 
 
+# Slow (left out of the fast tier): generations with a draft head, plain and speculative.
+@pytest.mark.slow
 @pytest.mark.parametrize("sampling", [GREEDY, SamplingParams(temperature=0.8, top_k=30, seed=3)])
 def test_random_head_drafts_change_no_token_and_no_state(checkpoint_dirs, head_dir, sampling):
     path = checkpoint_dirs["text_tied"]
@@ -72,6 +74,8 @@ def test_random_head_drafts_change_no_token_and_no_state(checkpoint_dirs, head_d
     assert stats.verify_passes < sum(LIMITS)
 
 
+# Slow (left out of the fast tier): a speculative generation and a second prefill.
+@pytest.mark.slow
 def test_the_heads_cache_equals_one_pass_over_the_sequence(checkpoint_dirs, head_dir):
     """Filled across prefill, verify passes and drafts, the head's KV at every filled position is what one pass
     over (token t + 1, trunk hidden state t) of the whole sequence writes."""
@@ -106,6 +110,8 @@ def test_the_draft_head_option_needs_mtp():
         EngineOptions(draft_head="x")
 
 
+# Slow (left out of the fast tier): generations with a draft head, plain and speculative.
+@pytest.mark.slow
 def test_a_head_whose_drafts_do_not_pay_is_left_idle_and_caught_up_later(
     checkpoint_dirs, head_dir, monkeypatch
 ):

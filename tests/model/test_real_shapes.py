@@ -17,6 +17,10 @@ from model.cache import ModelCache
 from model.config import Qwen35Config
 from model.qwen35 import Qwen35Model, weight_layout
 
+# Slow (left out of the fast tier): Qwen3.5-2B's layer shapes in bf16.
+pytestmark = pytest.mark.slow
+
+
 TOKENS = 4096
 DECODED = 8
 # Prefill pieces: several forward calls, the last one not a whole number of 64-token GDN chunks.

@@ -161,6 +161,8 @@ def _chi_square_p(first: list[int], second: list[int]) -> float:
     return float(torch.special.gammaincc(torch.tensor(degrees / 2.0), statistic / 2))
 
 
+# Slow (left out of the fast tier): 800 sampled generations.
+@pytest.mark.slow
 def test_sampled_tokens_follow_the_distribution_of_plain_sampling(checkpoint_dirs, plain):
     """Disjoint seeds: speculative and plain sampling are two samples of one distribution, at each of the
     first three generated positions, with the draft (plain decoding's most frequent continuation) accepted
@@ -191,6 +193,8 @@ def test_sampled_tokens_follow_the_distribution_of_plain_sampling(checkpoint_dir
     assert 0.1 * samples < accepted < 0.9 * samples
 
 
+# Slow (left out of the fast tier): a mid-size checkpoint.
+@pytest.mark.slow
 def test_mid_size_greedy_over_hundreds_of_tokens(tmp_path):
     path = write_tiny_checkpoint(tmp_path / "mid", text_config=MID_SIZE_CONFIG, seed=3)
     prompts = [[101, 102, 103, 104] * 3, [205, 206, 207]]

@@ -102,6 +102,8 @@ def test_an_error_is_classified_by_its_first_line(message, outcome):
     assert error_outcome(message) == outcome
 
 
+# Slow (left out of the fast tier): starts sqlscout servers in subprocesses.
+@pytest.mark.slow
 def test_sixteen_clients_at_once_lose_no_line_and_interleave_none(sqlite_dsn, tmp_path):
     path = tmp_path / "audit.jsonl"
     clients, calls = 16, 10

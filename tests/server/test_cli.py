@@ -11,6 +11,9 @@ import pytest
 
 from tests.server.conftest import PROJECT_ROOT, SERVER_COMMAND, subprocess_env
 
+# Slow (left out of the fast tier): starts sqlscout servers in subprocesses.
+pytestmark = pytest.mark.slow
+
 
 def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(

@@ -17,7 +17,8 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.completions_server import HOLD, CompletionsServer, completion
 from tests.server.conftest import ServerProcess, free_port, subprocess_env
 
-pytestmark = pytest.mark.anyio
+# Slow (left out of the fast tier): starts sqlscout servers in subprocesses.
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 # The scripted endpoint's time per completion, as a model writing a reply.
 COMPLETION_S = 1.0

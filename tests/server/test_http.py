@@ -21,7 +21,8 @@ from tests.server.conftest import (
     subprocess_env,
 )
 
-pytestmark = pytest.mark.anyio
+# Slow (left out of the fast tier): starts sqlscout servers in subprocesses.
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TOKEN = "correct-horse-battery-staple"
 

@@ -14,6 +14,10 @@ from tests.server.conftest import INITIALIZE, MCP_HEADERS, ServerProcess, subpro
 from tests.server.test_cli import run_cli
 from tests.server.test_http import client_for
 
+# Slow (left out of the fast tier): starts sqlscout servers in subprocesses.
+pytestmark = pytest.mark.slow
+
+
 ANALYST_TOKEN = "analyst-token-5b1d"
 ADMIN_TOKEN = "admin-token-c07e"
 

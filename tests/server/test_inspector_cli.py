@@ -16,6 +16,10 @@ from tests.server.conftest import ServerProcess, subprocess_env
 from tests.server.test_light_install import SUBMIT
 from tests.server.test_tool_list import TOOLS
 
+# Slow (left out of the fast tier): installs the MCP Inspector from npm and starts a server per call.
+pytestmark = pytest.mark.slow
+
+
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 TOKEN = "inspector-token"
 CALLS = {

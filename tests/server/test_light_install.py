@@ -20,6 +20,10 @@ from tests.completions_server import CompletionsServer, completion
 from tests.fixture_schema import ORDERS_PER_STATUS
 from tests.server.conftest import PROJECT_ROOT
 
+# Slow (left out of the fast tier): builds the wheel and a virtual environment.
+pytestmark = pytest.mark.slow
+
+
 LOCAL_ENGINE_MODULES = ("torch", "triton", "safetensors", "numpy")
 # Left out of the copy that the wheel is built from: what a build or a test run leaves in a checkout.
 NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")

@@ -14,7 +14,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.server.conftest import ServerProcess, subprocess_env
 
-pytestmark = pytest.mark.anyio
+# Slow (left out of the fast tier): starts sqlscout servers in subprocesses.
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 GUARD_S = 120.0
 # One reply of the random model fills what the 380-token prompt leaves of the budget: about 130 tokens, a few

@@ -56,6 +56,8 @@ def run_as_written(command: str, checkout, cache_dir) -> subprocess.CompletedPro
     return done
 
 
+# Slow (left out of the fast tier): installs a fresh checkout's .venv.
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_the_readme_quickstart_reaches_a_tools_call(fresh_checkout, demo_database, run_cache_dir):
     serve, _, config = quickstart_commands()[:3]

@@ -14,7 +14,8 @@ from tests.fixture_schema import mysql_connection
 from tests.server.conftest import ServerProcess, fenced_body, stdio_client, subprocess_env
 from tests.server.test_cli import run_cli
 
-pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.mysql]
+# Slow (left out of the fast tier): starts sqlscout servers in subprocesses.
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.mysql, pytest.mark.slow]
 
 PG_SECRET = "pg-Secret-7f3a"  # the throwaway PostgreSQL trusts loopback: the password travels, unchecked
 MYSQL_SECRET = "maria-Secret-91c2"

@@ -10,7 +10,8 @@ from dbtools.demo import GENERATOR_VERSION
 from tests.fixture_schema import fixture_rows
 from tests.server.conftest import stdio_client
 
-pytestmark = pytest.mark.anyio
+# Slow (left out of the fast tier): starts sqlscout servers in subprocesses.
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def test_every_database_tool_over_stdio(shop_dsn, cache_dir):

@@ -12,6 +12,9 @@ from mcp import Client, StdioServerParameters
 
 from tests.server.conftest import PROJECT_ROOT, SERVER_COMMAND, subprocess_env
 
+# Slow (left out of the fast tier): starts sqlscout servers in subprocesses.
+pytestmark = pytest.mark.slow
+
 PING = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n'
 PONG = {"jsonrpc": "2.0", "id": 1, "result": {}}
 HANG_GUARD_S = 60

@@ -14,6 +14,10 @@ import pytest
 from mcp_server.stdio_transport import terminal_hint
 from tests.server.conftest import PROJECT_ROOT, SERVER_COMMAND, subprocess_env
 
+# Slow (left out of the fast tier): starts sqlscout servers in subprocesses.
+pytestmark = pytest.mark.slow
+
+
 PING = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n'
 PONG = {"jsonrpc": "2.0", "id": 1, "result": {}}
 CTRL_C = b"\x03"
