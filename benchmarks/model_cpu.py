@@ -36,9 +36,11 @@ import torch
 from benchmarks.model_results import record_section
 from benchmarks.real_size_cpu import APPEND_CONTEXT, PROMPT_TOKENS, ROUND_TOKENS, VARIANTS
 from benchmarks.weight_stream import weight_stream
+from kernels import cpu as cpu_kernels
+from kernels.cpu import isa
 from model.cpu import amx_tiles, native_bf16
 from model.engine import Engine
-from model.engine_options import EngineOptions
+from model.engine_options import CPU_ISA_HELP, CPU_ISAS, EngineOptions
 from model.sampling_params import SamplingParams
 
 # A mid-size Qwen3.5: the 2B model's layer mix and proportions, scaled down to fit a 2-core CPU run.
@@ -432,6 +434,13 @@ def build_parser() -> configargparse.ArgumentParser:
         help=f"with --real-size: decode rounds of {ROUND_TOKENS} tokens per engine",
     )
     parser.add_argument(
+        "--cpu-isa",
+        choices=CPU_ISAS,
+        default="native",
+        env_var="SQLSCOUT_CPU_ISA",
+        help=f"{CPU_ISA_HELP}; llama.cpp is built for the same level",
+    )
+    parser.add_argument(
         "--from-json",
         action="store_true",
         env_var="SQLSCOUT_BENCH_FROM_JSON",
@@ -448,7 +457,14 @@ def build_parser() -> configargparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        cpu_kernels.set_isa(args.cpu_isa)
+    except ValueError as error:
+        parser.error(f"--cpu-isa {error}")
+    # Before torch's first CPU operation, here and in every process the benchmark starts.
+    os.environ.update(isa.environment(args.cpu_isa))
     if args.real_size:
         section, raw, _ = real_size_outputs()
         if args.from_json:

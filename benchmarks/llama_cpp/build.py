@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from dbtools.cache import cache_dir
+from kernels.cpu import isa
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,6 @@ CMAKE_FLAGS = (
     "-G",
     "Ninja",
     "-DCMAKE_BUILD_TYPE=Release",
-    "-DGGML_NATIVE=ON",
     "-DLLAMA_CURL=OFF",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
@@ -49,11 +49,31 @@ NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 X86_MACHINES = ("x86_64", "AMD64")
 
 
+# ggml's instruction sets for each --cpu-isa level below native (kernels/cpu/isa.py): the peer is built for the
+# level sqlscout's kernels are capped at, so that both run the same CPU's lower ISA.
+GGML_OPTIONS = ("AVX", "AVX2", "FMA", "F16C", "AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16")
+GGML_LEVELS = {
+    "avx512-bf16": {"AVX", "AVX2", "FMA", "F16C", "AVX512", "AVX512_VNNI", "AVX512_BF16"},
+    "avx512": {"AVX", "AVX2", "FMA", "F16C", "AVX512"},
+    "avx2": {"AVX", "AVX2", "FMA", "F16C"},
+    "generic": set(),
+}
+
+
 def cmake_flags() -> tuple[str, ...]:
-    """The configure flags for this machine."""
+    """The configure flags for this machine, at the level SQLSCOUT_CPU_ISA caps sqlscout's kernels at (native, the
+    default: -march=native without AMX)."""
+    level = os.environ.get(isa.ENV_VAR, isa.NATIVE)
     if platform.machine() not in X86_MACHINES:
-        return CMAKE_FLAGS
-    return (*CMAKE_FLAGS, f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}")
+        return (*CMAKE_FLAGS, "-DGGML_NATIVE=ON")
+    if level in GGML_LEVELS:
+        wanted = GGML_LEVELS[level]
+        return (
+            *CMAKE_FLAGS,
+            "-DGGML_NATIVE=OFF",
+            *(f"-DGGML_{option}={'ON' if option in wanted else 'OFF'}" for option in GGML_OPTIONS),
+        )
+    return (*CMAKE_FLAGS, "-DGGML_NATIVE=ON", f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}")
 
 
 def sdist_root(tools: Path) -> Path:

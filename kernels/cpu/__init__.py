@@ -134,6 +134,7 @@ def _build() -> object | None:
         isa.check(_isa)
     except ValueError as error:
         raise ValueError(f"{isa.ENV_VAR} {error}") from None
+    isa.cap_torch(_isa)  # as set_isa() does, for a level given by SQLSCOUT_CPU_ISA alone
     log.info("loading the CPU kernels for %s (compiled on first use, about 15 s)", _level_words())
     compiler = cpp_extension.get_cxx_compiler()
     # Built without OpenMP, the kernels' loops run on the calling thread alone under an OpenMP torch (openmp.py).

@@ -101,14 +101,21 @@ def compile_flags(name: str) -> tuple[str, ...]:
     return native_flags() if name == NATIVE else levels()[name].flags
 
 
+def environment(name: str) -> dict[str, str]:
+    """The variables that run a process at level `name`: the kernels' own, and torch's caps for its CPU kernels
+    (ATen's vectorized ops, oneDNN's products), which they read when they first run."""
+    if name == NATIVE:
+        return {ENV_VAR: NATIVE}
+    level = levels()[name]
+    return {ENV_VAR: name, "ATEN_CPU_CAPABILITY": level.aten, "ONEDNN_MAX_CPU_ISA": level.onednn}
+
+
 def cap_torch(name: str) -> None:
     """Cap torch's own CPU kernels at the level too (where the environment does not already), so that a capped
-    run measures that level's machine and not a mix; they read these when they first run."""
-    if name == NATIVE:
-        return
-    level = levels()[name]
-    os.environ.setdefault("ATEN_CPU_CAPABILITY", level.aten)
-    os.environ.setdefault("ONEDNN_MAX_CPU_ISA", level.onednn)
+    run measures that level's machine and not a mix."""
+    for variable, value in environment(name).items():
+        if variable != ENV_VAR:
+            os.environ.setdefault(variable, value)
 
 
 def allows(feature_level: str, name: str) -> bool:

@@ -228,3 +228,21 @@ def test_x86_builds_leave_out_ggmls_amx_kernels(monkeypatch, machine, amx_off):
     flags = build.cmake_flags()
     assert ("-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" in flags) is amx_off
     assert set(build.CMAKE_FLAGS) <= set(flags)
+
+
+@pytest.mark.parametrize(
+    ("level", "on", "off"),
+    [
+        ("avx2", {"AVX2", "FMA", "F16C"}, {"AVX512", "AVX512_VNNI", "AVX512_BF16"}),
+        ("avx512", {"AVX2", "AVX512"}, {"AVX512_VNNI", "AVX512_BF16"}),
+        ("avx512-bf16", {"AVX512", "AVX512_VNNI", "AVX512_BF16"}, set()),
+        ("generic", set(), {"AVX", "AVX2", "FMA", "F16C", "AVX512"}),
+    ],
+)
+def test_the_peer_is_built_for_the_level_the_kernels_are_capped_at(monkeypatch, level, on, off):
+    monkeypatch.setattr(build.platform, "machine", lambda: "x86_64")
+    monkeypatch.setenv("SQLSCOUT_CPU_ISA", level)
+    flags = build.cmake_flags()
+    assert "-DGGML_NATIVE=OFF" in flags and not any("-mno-amx" in flag for flag in flags)
+    assert {f"-DGGML_{option}=ON" for option in on} <= set(flags)
+    assert {f"-DGGML_{option}=OFF" for option in off} <= set(flags)
