@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import json
 import logging
@@ -37,6 +36,7 @@ from mcp_server.shell_quoting import SHELLS, default_shell
 from mcp_server.source_tools import server_limits
 from mcp_server.stdio_transport import serve_stdio
 from mcp_server.terminal_table import format_table
+from model.options import add_options
 
 log = logging.getLogger("sqlscout")
 
@@ -48,24 +48,6 @@ SERVE_EPILOG = """other commands:
   sqlscout ask "QUESTION" [--evidence TEXT] [--json] [options]   answer one question in the terminal
   sqlscout config {claude-desktop,vscode,claude-code} [options]   print a host configuration snippet
   sqlscout token NAME                                             make an identity's bearer token"""
-
-
-def add_settings_options(parser: configargparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("settings (flag, or environment variable)")
-    for option in OPTIONS:
-        kinds = (
-            {"action": argparse.BooleanOptionalAction}
-            if option.switch
-            else {"type": option.parse, "choices": option.choices, "metavar": option.metavar}
-        )
-        group.add_argument(
-            option.flag,
-            dest=option.field,
-            default=None,  # Settings holds the defaults
-            env_var=option.env,
-            help=option.help,
-            **kinds,
-        )
 
 
 class CommandParser(configargparse.ArgumentParser):
@@ -157,7 +139,7 @@ def build_parser(command: str) -> configargparse.ArgumentParser:
             epilog=SERVE_EPILOG,
             formatter_class=formatter,
         )
-    add_settings_options(parser)
+    add_options(parser, OPTIONS, "settings (flag, or environment variable)")
     return parser
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -16,20 +16,13 @@ from mcp_server.agent.episode import EpisodeLimits
 from mcp_server.agent.policies.endpoint import ENDPOINT_RETRIES, ENDPOINT_TIMEOUT_S
 from mcp_server.audit_log import KEPT_FILES as KEPT_AUDIT_FILES
 from model.engine_options import (
-    CPU_ISA_HELP,
-    CPU_ISAS,
-    DEVICES,
-    DTYPES,
-    MAX_DRAFT_TOKENS,
-    QUANTIZATIONS,
-    SPECULATION,
     EngineOptions,
 )
 from model.errors import ModelDirectoryError, OptionError, missing_local_engine
 from model.model_dir import check_model_dir
+from model.options import ENGINE_OPTIONS, SAMPLING_OPTIONS, Option
 from model.sampling_params import SamplingParams
 
-ENV_PREFIX = "SQLSCOUT_"
 TRANSPORTS = ("stdio", "http")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOOPBACK_NAMES = ("localhost",)
@@ -40,27 +33,6 @@ MAX_CONCURRENT_QUESTIONS = 8
 
 class SettingsError(ValueError):
     """A setting is missing, malformed or inconsistent; the message says which and how to fix it."""
-
-
-@dataclass(frozen=True)
-class Option:
-    """One user-facing option: its flag, environment variable, parser and help text."""
-
-    field: str
-    help: str
-    parse: Callable[[str], Any] = str
-    choices: tuple[str, ...] | None = None
-    secret: bool = False
-    metavar: str | None = None
-    switch: bool = False  # on or off: --flag / --no-flag, the variable 1/0, true/false or yes/no
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.field.replace("_", "-")
-
-    @property
-    def env(self) -> str:
-        return ENV_PREFIX + self.field.upper()
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -143,49 +115,7 @@ OPTIONS: tuple[Option, ...] = (
         parse=int,
         metavar="N",
     ),
-    Option("device", "device for a local model: cpu or cuda (default: cuda when available)", choices=DEVICES),
-    Option(
-        "dtype",
-        "a local model's dtype (default: bfloat16 on a GPU and on a CPU with native bf16, else float32)",
-        choices=DTYPES,
-    ),
-    Option(
-        "quantize",
-        "int8 or int4: a local model's weights quantized, a half or about a third of bf16's bytes to read per "
-        "token on a CPU (CPU only; int4 keeps the LM head and some matrices at 6 bits, as llama.cpp's Q4_K_M)",
-        choices=QUANTIZATIONS,
-    ),
-    Option(
-        "threads", "CPU threads of a local model (default: one per physical core)", parse=int, metavar="N"
-    ),
-    Option("cpu_isa", CPU_ISA_HELP, choices=CPU_ISAS),
-    Option(
-        "compile",
-        "compile a local model's CPU decode step with torch.compile while the model loads (minutes once, kept "
-        "in the cache directory): the step's per-operation overhead goes, the C++ products stay",
-        switch=True,
-    ),
-    Option(
-        "speculate",
-        "ngram: a local model drafts tokens from the context (table names, the last SQL, the call syntax) and "
-        "checks them in one pass, emitting exactly the tokens it would emit without; mtp: drafts with the "
-        "checkpoint's multi-token-prediction head (see --draft-head); off; auto (default): ngram unless decode "
-        "steps are captured as CUDA graphs or compiled (--compile)",
-        choices=SPECULATION,
-    ),
-    Option(
-        "draft_head",
-        "with --speculate mtp: a checkpoint directory whose mtp.* tensors draft (default: the model's own; the "
-        "base Qwen3.5-2B carries them, a model saved through transformers lacks them)",
-        metavar="DIR",
-    ),
-    Option(
-        "speculate_tokens",
-        f"the longest draft one verify pass checks, 1 to {MAX_DRAFT_TOKENS} (default "
-        f"{EngineOptions.speculate_tokens})",
-        parse=int,
-        metavar="K",
-    ),
+    *ENGINE_OPTIONS,
     Option(
         "samples",
         "episodes per question; more than 1 votes on the result (default 1)",
@@ -198,24 +128,7 @@ OPTIONS: tuple[Option, ...] = (
         parse=int,
         metavar="TOKENS",
     ),
-    Option(
-        "temperature",
-        f"sampling temperature (default {SamplingParams.temperature:g}, as trained; 0 is greedy)",
-        parse=float,
-        metavar="T",
-    ),
-    Option(
-        "top_p",
-        f"nucleus sampling threshold (default {SamplingParams.top_p:g}, as trained)",
-        parse=float,
-        metavar="P",
-    ),
-    Option(
-        "top_k",
-        f"sample among the K likeliest tokens (default {SamplingParams.top_k}, as trained; 0 switches off)",
-        parse=int,
-        metavar="K",
-    ),
+    *SAMPLING_OPTIONS,
     Option(
         "max_concurrent_questions",
         "questions answered at once; later ones wait their turn in order of arrival "

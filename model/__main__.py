@@ -12,16 +12,8 @@ from pathlib import Path
 import configargparse
 import torch
 
-from model.engine_options import (
-    CPU_ISA_HELP,
-    CPU_ISAS,
-    DEVICES,
-    DTYPES,
-    MAX_DRAFT_TOKENS,
-    QUANTIZATIONS,
-    SPECULATION,
-    EngineOptions,
-)
+from model.engine_options import EngineOptions
+from model.options import ENGINE_OPTIONS, SAMPLING_OPTIONS, add_options, given
 from model.sampling_params import SamplingParams
 
 
@@ -43,51 +35,7 @@ def build_parser() -> configargparse.ArgumentParser:
         env_var="SQLSCOUT_MAX_NEW_TOKENS",
         help="tokens to generate at most",
     )
-    parser.add_argument(
-        "--temperature",
-        type=float,
-        default=SamplingParams.temperature,
-        env_var="SQLSCOUT_TEMPERATURE",
-        help="0 is greedy",
-    )
-    parser.add_argument(
-        "--top-p",
-        type=float,
-        default=SamplingParams.top_p,
-        env_var="SQLSCOUT_TOP_P",
-        help="nucleus sampling threshold",
-    )
-    parser.add_argument(
-        "--top-k", type=int, default=SamplingParams.top_k, env_var="SQLSCOUT_TOP_K", help="0 switches it off"
-    )
     parser.add_argument("--seed", type=int, env_var="SQLSCOUT_SEED", help="sampling seed")
-    parser.add_argument(
-        "--device", choices=DEVICES, env_var="SQLSCOUT_DEVICE", help="default: cuda when available"
-    )
-    parser.add_argument(
-        "--dtype",
-        choices=DTYPES,
-        env_var="SQLSCOUT_DTYPE",
-        help="default: bfloat16 on cuda and on a CPU with native bf16 (avx512_bf16, AMX, Arm BF16), else float32",
-    )
-    parser.add_argument(
-        "--quantize",
-        choices=QUANTIZATIONS,
-        env_var="SQLSCOUT_QUANTIZE",
-        help="int8: projections and LM head as int8 weights with a scale per 32 values; int4: projections as "
-        "4-bit weights with a scale and minimum per 32 values, the LM head and some matrices at 6 bits (CPU only)",
-    )
-    parser.add_argument(
-        "--threads", type=int, env_var="SQLSCOUT_THREADS", help="CPU threads (default: one per physical core)"
-    )
-    parser.add_argument("--cpu-isa", choices=CPU_ISAS, env_var="SQLSCOUT_CPU_ISA", help=CPU_ISA_HELP)
-    parser.add_argument(
-        "--compile",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        env_var="SQLSCOUT_COMPILE",
-        help="compile the CPU decode step with torch.compile (minutes, once per sampling mode and process)",
-    )
     parser.add_argument(
         "--max-context",
         type=int,
@@ -96,34 +44,14 @@ def build_parser() -> configargparse.ArgumentParser:
         help="tokens the caches hold",
     )
     parser.add_argument(
-        "--speculate",
-        choices=SPECULATION,
-        default=EngineOptions.speculate,
-        env_var="SQLSCOUT_SPECULATE",
-        help="ngram: draft tokens from the context and verify them in one pass (exact: the same tokens); "
-        "mtp: draft with the checkpoint's multi-token-prediction head; "
-        "auto: ngram unless decode steps are captured as CUDA graphs or compiled (--compile)",
-    )
-    parser.add_argument(
-        "--speculate-tokens",
-        type=int,
-        default=EngineOptions.speculate_tokens,
-        env_var="SQLSCOUT_SPECULATE_TOKENS",
-        help=f"the longest draft a verify pass checks (1 to {MAX_DRAFT_TOKENS})",
-    )
-    parser.add_argument(
-        "--draft-head",
-        env_var="SQLSCOUT_DRAFT_HEAD",
-        help="with --speculate mtp: a checkpoint directory whose mtp.* tensors draft (default: the model's own; "
-        "the base Qwen3.5-2B carries them, a model saved through transformers lacks them)",
-    )
-    parser.add_argument(
         "--json",
         action=argparse.BooleanOptionalAction,
         default=False,
         env_var="SQLSCOUT_JSON",
         help="print ids, text and timings as JSON",
     )
+    add_options(parser, ENGINE_OPTIONS, "the engine (flag, or environment variable)")
+    add_options(parser, SAMPLING_OPTIONS, "sampling (flag, or environment variable)")
     return parser
 
 
@@ -136,21 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     from model.errors import ModelDirectoryError, OptionError
 
     try:
-        sampling = SamplingParams(
-            temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed
-        )
-        options = EngineOptions(
-            device=args.device,
-            dtype=args.dtype,
-            quantize=args.quantize,
-            threads=args.threads,
-            cpu_isa=args.cpu_isa,
-            compile=args.compile,
-            max_context=args.max_context,
-            speculate=args.speculate,
-            speculate_tokens=args.speculate_tokens,
-            draft_head=Path(args.draft_head).expanduser() if args.draft_head else None,
-        )
+        sampling = SamplingParams(**given(args, SAMPLING_OPTIONS), seed=args.seed)
+        engine_options = given(args, ENGINE_OPTIONS)
+        if "draft_head" in engine_options:
+            engine_options["draft_head"] = Path(engine_options["draft_head"]).expanduser()
+        options = EngineOptions(**engine_options, max_context=args.max_context)
         from model.engine import Engine  # reads SQLSCOUT_KERNELS, which may be invalid
 
         engine = Engine.load(args.model, options)

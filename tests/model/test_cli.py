@@ -14,6 +14,7 @@ import torch
 from model.__main__ import build_parser, main
 from model.engine import Engine
 from model.engine_options import EngineOptions
+from model.options import ENGINE_OPTIONS, SAMPLING_OPTIONS, given
 from tests.usage_errors import usage_error
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,11 +84,21 @@ def test_variables_set_options_and_flags_win_over_them():
 def test_the_cpu_engine_options_come_from_flags_or_variables():
     parser = build_parser()
     defaults = parser.parse_args([], env_vars={})
-    assert (defaults.quantize, defaults.threads, defaults.compile) == (None, None, False)
+    # Unset, they leave EngineOptions its own defaults.
+    assert (defaults.quantize, defaults.threads, defaults.compile) == (None, None, None)
+    assert given(defaults, ENGINE_OPTIONS) == {}
     env = {"SQLSCOUT_QUANTIZE": "int8", "SQLSCOUT_THREADS": "3", "SQLSCOUT_COMPILE": "1"}
     args = parser.parse_args([], env_vars=env)
     assert (args.quantize, args.threads, args.compile) == ("int8", 3, True)
     assert parser.parse_args(["--threads", "1", "--no-compile"], env_vars=env).threads == 1
+
+
+def test_the_engine_and_sampling_options_are_declared_once_for_the_server_and_this_command():
+    from mcp_server.settings import OPTIONS
+
+    flags = {flag for action in build_parser()._actions for flag in action.option_strings}
+    for option in (*ENGINE_OPTIONS, *SAMPLING_OPTIONS):
+        assert option in OPTIONS and option.flag in flags
 
 
 @pytest.mark.parametrize(
