@@ -23,12 +23,13 @@ from torch.profiler import ProfilerActivity, profile
 
 from benchmarks.model_decode import GREEDY, SHAPES, TOOL_RESULT_TOKENS, build_checkpoint, timed
 from model.cache import StateTrail
-from model.engine import Engine, Session, Snapshot
+from model.engine import Engine
 from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
 from model.serving.conversation import Conversation
 from model.serving.scheduler import DECODE_CHUNK_TOKENS, BatchScheduler
 from model.serving.shared_prefix import SharedPrefix
+from model.session import Session, Snapshot
 
 STEPS = 16
 TOP = 15

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from model.engine import Engine, Session
+from model.engine import Engine
 from model.sampling_params import SamplingParams
+from model.session import Session
 
 
 @dataclass(eq=False)

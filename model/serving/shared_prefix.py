@@ -7,7 +7,8 @@ import threading
 
 import torch
 
-from model.engine import Engine, Session
+from model.engine import Engine
+from model.session import Session
 
 
 class SharedPrefix:

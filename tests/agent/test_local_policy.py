@@ -15,12 +15,13 @@ from mcp_server.agent import Agent, AgentConfig
 from mcp_server.agent.errors import ModelOutOfMemoryError
 from mcp_server.agent.policies.local import LocalPolicy
 from mcp_server.agent.prompts import Prompts
-from model.engine import Engine, Session
+from model.engine import Engine
 from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
 from model.serving import scheduler
 from model.serving.cancel import CancelEvent, Cancelled
 from model.serving.row_pool import RowPool
+from model.session import Session
 
 # Far below the 256 tokens another round needs: after the first reply neither a second round nor the forced
 # final turn fits, so a model that writes no runnable call in that reply ends out of tokens with no SQL.

@@ -3,8 +3,8 @@ several rows (Session.copy_row_), the one fork path the engine has."""
 
 from __future__ import annotations
 
-from model.engine import Session
 from model.serving.row_pool import RowPool
+from model.session import Session
 
 
 def forked(parent: Session, rows: int) -> Session:

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from model.cache import ModelCache
-from model.engine import Engine, Session
+from model.engine import Engine
 from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
+from model.session import Session
 
 pytestmark = [
     pytest.mark.gpu,
