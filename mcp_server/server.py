@@ -153,8 +153,8 @@ class ScoutServer(MCPServer):
             # assistant that believes it queries another database must hear that it does not.
             served = next(iter(self._sources)).display_name
             raise ToolError(
-                f"Invalid source argument: unknown source {asked!r}; this server serves one database, "
-                f"{names[0]!r} ({served}): leave source out"
+                f"Error executing tool {name}: Invalid source argument: unknown source {asked!r}; this server "
+                f"serves one database, {names[0]!r} ({served}): leave source out"
             )
         try:
             return await super().call_tool(name, arguments, context)

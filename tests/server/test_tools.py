@@ -411,6 +411,8 @@ async def test_a_source_other_than_the_one_served_is_refused_naming_it(shop_serv
         other.is_error
         and "unknown source 'sales'; this server serves one database, 'main'" in other.content[0].text
     )
+    # Worded as every other refused call is.
+    assert other.content[0].text.startswith("Error executing tool run_query: Invalid source argument:")
     assert "UNTRUSTED" not in other.content[0].text
     assert not served.is_error and served.structured_content["rows"] == [[1]]
 
