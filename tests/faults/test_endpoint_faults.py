@@ -97,6 +97,11 @@ async def test_endpoint_down_then_back(server, endpoint_port):
     """Down from the start: the endpoint is asked for its models before the model is called ready, and the
     question fails at once on that, without the retries of a completion."""
     url = f"http://127.0.0.1:{endpoint_port}"
+    # The load the server started in the background fails on its own, in a line of its own: once it has, the
+    # question's failure is the only line that follows.
+    with anyio.fail_after(HANG_GUARD_S):
+        while not any("ask_database will try again" in line for line in server.stderr_lines):
+            await anyio.sleep(0.05)
     await fails_clearly(server, url, "does not answer (connection refused)", "--endpoint", path="/v1/models")
     with CompletionsServer([ANSWER], port=endpoint_port):
         await answers(server)

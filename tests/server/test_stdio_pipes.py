@@ -35,7 +35,7 @@ def echo(text: str) -> str:
     print("stray output", flush=True)
     return text + sys.stdin.read()
 
-serve_stdio(server)
+serve_stdio(server, has_model=False)
 """
 
 
