@@ -62,7 +62,7 @@ class HttpGuard:
             # back to without it (/register, /authorize, /token) must not answer 401: that sends clients into an
             # OAuth sign-in instead of showing the bearer-token answer of the MCP endpoint itself.
             await PlainTextResponse(
-                f"Not found: this server answers MCP at {MCP_PATH} only, with a bearer token; it has no OAuth",
+                f"Not found: this server answers MCP at {MCP_PATH} only; it has no OAuth",
                 status_code=404,
             )(scope, receive, send)
             return
