@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from kernels import cpu as cpu_kernels
 from kernels.cpu import isa
 from model.engine_options import CPU_ISAS, EngineOptions
 from model.errors import OptionError
+from tests.kernels.test_kernel_builds import COMPILES_AT_ONCE, run_at_most
 
 ROOT = Path(__file__).resolve().parents[2]
 # What each level's build must report using, and what it must not.
@@ -34,45 +34,29 @@ def test_the_flag_offers_every_level_of_the_kernels():
 
 
 @pytest.fixture(scope="module")
-def level_checks(request, tmp_path_factory) -> Iterator[dict[str, subprocess.Popen]]:
-    """tests/kernels/other_isa_products.py for each level this CPU runs that a selected test checks, all started at
-    once: each is a compile of its own, which the others need not wait for."""
+def level_checks(request, tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """tests/kernels/other_isa_products.py for each level this CPU runs that a selected test checks, a few at a
+    time (test_kernel_builds.COMPILES_AT_ONCE): each is a compile of its own."""
     selected = {"avx2"} | {
         item.callspec.params["level"]
         for item in request.session.items
         if getattr(item, "originalname", None) == "test_every_other_level_matches_the_reference"
     }
-    runs = {
-        level: subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.kernels.other_isa_products",
-                level,
-                str(tmp_path_factory.mktemp(level)),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-        for level in isa.runnable()
-        if level in selected
-    }
-    yield runs
-    for run in runs.values():
-        if run.poll() is None:
-            run.kill()
-        run.communicate()
+    levels = [level for level in isa.runnable() if level in selected]
+    commands = [
+        [sys.executable, "-m", "tests.kernels.other_isa_products", level, str(tmp_path_factory.mktemp(level))]
+        for level in levels
+    ]
+    done = run_at_most(COMPILES_AT_ONCE, commands)
+    return dict(zip(levels, done, strict=True))
 
 
 def check_level(level: str, level_checks) -> None:
     if level not in isa.runnable():
         pytest.skip(f"this CPU cannot run {level} code: it lacks {', '.join(sorted(missing(level)))}")
     run = level_checks[level]
-    stdout, stderr = run.communicate()
-    assert run.returncode == 0, stderr[-3000:]
-    used, worst = stdout.strip().splitlines()[-2:]
+    assert run.returncode == 0, run.stderr[-3000:]
+    used, worst = run.stdout.strip().splitlines()[-2:]
     present, absent = INSTRUCTIONS[level]
     assert all(name in used for name in present) and not any(name in used for name in absent), used
     assert float(worst) < 1e-5
