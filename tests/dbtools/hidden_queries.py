@@ -12,6 +12,10 @@ from hypothesis import strategies as st
 from tests.dbtools.redacted_pair import TABLES, quote
 
 ATTACKS = [
+    # Row counts chosen by hidden data: a subquery in LIMIT or OFFSET (where the engine takes one).
+    "SELECT id FROM bonuses ORDER BY id LIMIT (SELECT count(*) FROM customers WHERE region = 'US')",
+    "SELECT id FROM bonuses ORDER BY id LIMIT 1 OFFSET (SELECT count(*) FROM secrets)",
+    "SELECT id FROM bonuses ORDER BY id LIMIT (SELECT max(length(email)) FROM customers) - 20",
     # A CTE named like a table, in another scope than the table's reference.
     "SELECT secrets.token FROM secrets, (WITH secrets AS (SELECT 1 AS x) SELECT x FROM secrets) z",
     "SELECT c.name FROM customers c, (WITH customers AS (SELECT 1 AS x) SELECT x FROM customers) z",
