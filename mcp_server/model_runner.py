@@ -92,7 +92,11 @@ class ModelRunner:
                 if not self.settings.has_model:
                     raise PolicyConfigError(f"no text-to-SQL model is configured: {MODEL_SETUP_HINT}")
                 where = self.settings.model or self.settings.endpoint
-                self._status = f"loading from {self._where()}"
+                self._status = (
+                    f"checking the model server at {self._where()}"
+                    if self.settings.endpoint
+                    else f"loading from {self._where()}"
+                )
                 log.info("loading the text-to-SQL model from %s", where)
                 keeps_files = self.settings.quantize or self.settings.compile
                 try:

@@ -140,9 +140,12 @@ class ServerProcess:
                 raise RuntimeError(
                     f"server exited with {self.process.returncode}:\n{''.join(self.stderr_lines)}"
                 )
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
+            # The socket is bound before the start-up line is logged: waiting for the line as well means a
+            # server stopped at once has said what it enforces.
+            if any(f":{self.port}/mcp" in line for line in self.stderr_lines):
+                with socket.socket() as s:
+                    if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                        return
             time.sleep(0.2)
         raise RuntimeError("server did not start listening in time")
 

@@ -84,7 +84,7 @@ def test_list_sources_says_why_the_model_failed(sqlite_dsn):
     runner = ModelRunner(Settings(endpoint=url, endpoint_model="m"), db)
     runner.preload_in_background()
     deadline = time.monotonic() + 10
-    while runner.status in ("not loaded yet", f"loading from {url}"):
+    while runner.status in ("not loaded yet", f"checking the model server at {url}"):
         assert time.monotonic() < deadline, runner.status
         time.sleep(0.05)
     listed, _ = served_status(runner, db)
