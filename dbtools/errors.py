@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 
+def first_line(error: BaseException) -> str:
+    """An error's first line of text, or its type's name when it has none: drivers' messages run on with context
+    lines that a tool's one-line reason has no room for."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 class DatabaseToolError(Exception):
     """Base class of every error the database layer reports."""
 

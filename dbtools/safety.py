@@ -13,7 +13,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
 from dbtools.access.functions import function_refusal
-from dbtools.errors import UnparsableQueryError, UnsafeQueryError
+from dbtools.errors import UnparsableQueryError, UnsafeQueryError, first_line
 
 # Statement kinds that change data, schema, settings, transactions or files, wherever they appear.
 _FORBIDDEN_NODES: dict[type[exp.Expression], str] = {
@@ -97,7 +97,7 @@ def _check_statement(sql: str, dialect: str) -> None:
             raise UnsafeQueryError(
                 "only one statement per call is allowed: send them one at a time"
             ) from None
-        raise UnparsableQueryError(f"could not parse the query: {_first_line(exc)}") from None
+        raise UnparsableQueryError(f"could not parse the query: {first_line(exc)}") from None
     if not statements:
         raise UnsafeQueryError("empty query (only comments): send one SELECT statement")
     if len(statements) > 1:
@@ -161,10 +161,6 @@ def _separates_statements(sql: str, dialect: str) -> bool:
         return ";" in sql.rstrip().rstrip(";")  # cannot tell strings apart: assume the worst
     positions = [i for i, t in enumerate(tokens) if t.token_type == TokenType.SEMICOLON]
     return any(i < len(tokens) - 1 and tokens[i + 1].token_type != TokenType.SEMICOLON for i in positions)
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def referenced_tables(sql: str, dialect: str) -> list[str]:

@@ -10,7 +10,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 
-from dbtools.errors import ConnectionFailedError
+from dbtools.errors import ConnectionFailedError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -101,9 +101,8 @@ class SshTunnel:
 
     def down_error(self, cause: Exception) -> TunnelDownError:
         """The one-line error for the call that met the drop."""
-        first_line = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
         return TunnelDownError(
-            f"the SSH tunnel through {self.settings.display_name} went down ({first_line}); "
+            f"the SSH tunnel through {self.settings.display_name} went down ({first_line(cause)}); "
             "the next call opens it again"
         )
 

@@ -17,7 +17,7 @@ import sqlglot
 
 from dbtools.access.rules import VisibilityRules
 from dbtools.engines.dsn import parse_dsn
-from dbtools.errors import ConnectionFailedError
+from dbtools.errors import ConnectionFailedError, first_line
 from dbtools.source_dsn import SERVER_ENGINES
 from dbtools.sources import SourceSpec
 from dbtools.ssh_tunnel import DEFAULT_KNOWN_HOSTS, DEFAULT_SSH_PORT, SshSettings, parse_jump
@@ -268,7 +268,7 @@ class _Reader:
                 sqlglot.parse_one(condition, read=dialect)
             except sqlglot.errors.ParseError as error:
                 what = f"{dialect} condition" if dialect else "condition"
-                raise self.fail(key, f"not a valid {what}: {str(error).splitlines()[0]}") from None
+                raise self.fail(key, f"not a valid {what}: {first_line(error)}") from None
             filters.append((table, condition))
         return VisibilityRules(row_filters=tuple(filters), origin=prefix, **lists)
 

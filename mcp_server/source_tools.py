@@ -13,7 +13,7 @@ from typing import Annotated
 from pydantic import Field
 
 from dbtools.access.rules import VisibilityRules
-from dbtools.errors import DatabaseToolError
+from dbtools.errors import DatabaseToolError, first_line
 from dbtools.sources import ServerLimits, Source, SourceSet
 from mcp_server.server_models import SourceSummary
 from mcp_server.settings import Settings
@@ -105,7 +105,7 @@ def _summary(source: Source, extra: VisibilityRules | None) -> SourceSummary:
             engine = db.dialect
             readable = db.readable_hidden() if hasattr(db, "readable_hidden") else []
     except DatabaseToolError as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        reason = first_line(error)
         return SourceSummary(
             name=source.name,
             engine=source.spec.engine,

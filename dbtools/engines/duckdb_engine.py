@@ -22,7 +22,7 @@ from dbtools.engines.database import Database
 from dbtools.engines.dsn import DUCKDB_SUFFIXES
 from dbtools.engines.duckdb_files import data_files, view_names, write_views_catalog
 from dbtools.engines.result_caps import ResultCaps
-from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError, UnsafeQueryError
+from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError, UnsafeQueryError, first_line
 from dbtools.query_limits import DEFAULT_QUERY_LIMITS, QueryLimits
 
 # Names DuckDB keeps for its own catalogs.
@@ -79,7 +79,7 @@ class DuckDBDatabase(Database):
             self._conn = _locked_instance(catalog, alias, self.files)
         except duckdb.Error as exc:
             self.close()
-            raise ConnectionFailedError(f"cannot open {self.path} with DuckDB: {_first_line(exc)}") from None
+            raise ConnectionFailedError(f"cannot open {self.path} with DuckDB: {first_line(exc)}") from None
         if self._scratch is not None:
             # DuckDB keeps the attached file open: its folder can go now, so that a process that ends without
             # closing (killed, or leaving a question running) leaves nothing behind. Where an open file cannot be
@@ -279,8 +279,3 @@ def _quote_if_needed(name: str) -> str:
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

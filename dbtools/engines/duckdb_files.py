@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 
 from dbtools.engines.dsn import is_data_file
-from dbtools.errors import ConnectionFailedError
+from dbtools.errors import ConnectionFailedError, first_line
 
 _COMPRESSION = (".gz", ".zst")
 
@@ -67,6 +67,4 @@ def write_views_catalog(catalog: Path, views: dict[str, Path]) -> None:
             try:
                 conn.execute(f"CREATE VIEW {quoted} AS SELECT * FROM {_reader(path)}")
             except duckdb.Error as exc:
-                raise ConnectionFailedError(
-                    f"cannot read {path} with DuckDB: {str(exc).splitlines()[0]}"
-                ) from None
+                raise ConnectionFailedError(f"cannot read {path} with DuckDB: {first_line(exc)}") from None

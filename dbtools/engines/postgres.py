@@ -20,7 +20,7 @@ from dbtools.engines.database import Database
 from dbtools.engines.postgres_pool import PooledConnection, PostgresPool
 from dbtools.engines.postgres_value_cap import capped_statement
 from dbtools.engines.result_caps import ResultCaps
-from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError
+from dbtools.errors import ConnectionFailedError, QueryError, QueryTimeoutError, first_line
 from dbtools.query_limits import DEFAULT_QUERY_LIMITS, QueryLimits
 
 logger = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ class PostgresDatabase(Database):
         try:
             first = PooledConnection.connect(conninfo, **connect_args)
         except psycopg.Error as exc:
-            raise ConnectionFailedError(f"cannot connect to {display_name}: {_first_line(exc)}") from None
+            raise ConnectionFailedError(f"cannot connect to {display_name}: {first_line(exc)}") from None
         if first.info.parameter_status("is_superuser") == "on":
             logger.warning(
                 "connected to %s as superuser %r: read-only transactions hold, but a superuser can read every "
@@ -149,14 +149,14 @@ class PostgresDatabase(Database):
             elapsed = time.perf_counter() - started
             # The call's own statement_timeout ended it, whatever our clock says (the server's may end it a moment
             # earlier); other cancels (pg_cancel_backend) say "user request" and come before the timeout.
-            if "statement timeout" in _first_line(exc) or elapsed >= timeout_s:
+            if "statement timeout" in first_line(exc) or elapsed >= timeout_s:
                 raise QueryTimeoutError(max(elapsed, timeout_s), timeout_s) from None
-            raise QueryError(f"cancelled on the server before the timeout: {_first_line(exc)}") from None
+            raise QueryError(f"cancelled on the server before the timeout: {first_line(exc)}") from None
         except psycopg.Error as exc:
             lost = exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P"))
             if isinstance(exc, psycopg.OperationalError) and lost:
                 raise ConnectionFailedError(
-                    f"lost the connection to {self._pool.server} ({_first_line(exc)}); the next call reconnects"
+                    f"lost the connection to {self._pool.server} ({first_line(exc)}); the next call reconnects"
                 ) from None
             raise QueryError(_engine_message(exc)) from None
 
@@ -379,11 +379,6 @@ def _address(conn: psycopg.Connection) -> str:
     """host:port of a connection, or the socket file of a Unix-domain one."""
     host, port = conn.info.host, conn.info.port
     return f"{host}/.s.PGSQL.{port}" if host.startswith("/") else f"{host}:{port}"
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _engine_message(exc: psycopg.Error) -> str:
