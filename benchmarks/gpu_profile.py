@@ -89,7 +89,7 @@ def _verify_pass(engine: Engine, session: Session):
     bounds = [session.cache.max_tokens] * width
 
     def verify() -> None:
-        engine.model.forward(tokens, start, session.cache, active=active, trail=trail, step_bounds=bounds)
+        engine.model.verify(tokens, start, session.cache, step_bounds=bounds, trail=trail, active=active)
 
     verify()  # compiles the kernels of a T-token step
     return verify

@@ -190,13 +190,13 @@ def verify_cost(engine: Engine) -> dict:
             captured.trail.keep_(captured.cache, [0], [width // 2])
             return
         tokens = torch.full((1, width), 7, device=device)
-        model.forward(
+        model.verify(
             tokens,
             start,
             cache.prefix(CONTEXT + width),
+            step_bounds=[CONTEXT + t + 1 for t in range(width)],
             trail=trail.resize(width),
             logit_rows=rows,
-            step_bounds=[CONTEXT + t + 1 for t in range(width)],
         )
         trail.keep_(cache, [0], [width // 2])
 

@@ -24,7 +24,6 @@ class DecodeBuffers:
     generated: torch.Tensor  # tokens generated so far
     limit: torch.Tensor  # tokens each row may generate
     out: torch.Tensor  # [B, max_tokens] the generated tokens; column `spare` takes those of rows sitting out
-    zero_index: torch.Tensor  # logits of position 0 of the one-token input
     temperature: torch.Tensor  # [1], read on the device so that one step serves any value
     top_p: torch.Tensor  # [1]
 
@@ -50,9 +49,7 @@ def decode_step(
     that knows every row is active."""
     b = buffers
     was_active = b.active
-    logits = model.forward(
-        b.tokens[:, None], b.start, cache, logits_at=b.zero_index, active=was_active if masked else None
-    )
+    logits = model.decode(b.tokens[:, None], b.start, cache, active=was_active if masked else None)
     new = sample(logits, sampling, noise, temperature=b.temperature, top_p=b.top_p)
     column = torch.where(was_active, b.generated, spare)
     b.out.scatter_(1, column[:, None], new[:, None])

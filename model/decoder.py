@@ -80,7 +80,6 @@ class Decoder:
         self.limit = torch.zeros(batch, dtype=torch.long, device=device)
         # Column `spare` takes the tokens sampled for rows that sit out.
         self.out = torch.zeros(batch, cache.max_tokens, dtype=torch.long, device=device)
-        self.zero_index = torch.zeros(batch, dtype=torch.long, device=device)
         self.temperature = torch.ones(1, device=device)
         self.top_p = torch.ones(1, device=device)
         self.buffers = DecodeBuffers(
@@ -90,7 +89,6 @@ class Decoder:
             self.generated,
             self.limit,
             self.out,
-            self.zero_index,
             self.temperature,
             self.top_p,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -127,48 +128,88 @@ class Qwen35Model:
         # Each layer's place among the cache states of its kind (KV caches or GDN states).
         self._state_index = [config.layer_types[:i].count(kind) for i, kind in enumerate(config.layer_types)]
 
-    def forward(
+    def forward(self, tokens: torch.Tensor, start: torch.Tensor, cache: ModelCache) -> torch.Tensor:
+        """Run tokens [B, T] placed at positions start[b] + t and update cache; fp32 logits of every position
+        [B, T, V]."""
+        return self.logits(*self._layers(tokens, start, cache))
+
+    def prefill(
+        self,
+        tokens: torch.Tensor,
+        start: torch.Tensor,
+        cache: ModelCache,
+        logits_at: torch.Tensor,
+        *,
+        hidden: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """A chunk of new tokens [B, T] at positions start[b] + t: fp32 logits [B, V] at position logits_at[b] of
+        each row (its last real token). hidden: also the final normed hidden states of every position [B, T, H]
+        (what the draft head reads)."""
+        rows = torch.arange(tokens.shape[0], device=tokens.device)
+        return self._output(*self._layers(tokens, start, cache), lambda x: x[rows, logits_at], hidden)
+
+    def decode(
         self,
         tokens: torch.Tensor,
         start: torch.Tensor,
         cache: ModelCache,
         *,
-        logits_at: torch.Tensor | None = None,
+        active: torch.Tensor | None = None,
+        hidden: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """One token per row [B, 1] at position start[b]: fp32 logits [B, V]. active [B] bool: rows marked False
+        leave their recurrent state unchanged (their KV slot at start[b] is scratch, overwritten by their next
+        token). hidden: as prefill."""
+        return self._output(*self._layers(tokens, start, cache, active), lambda x: x[:, 0], hidden)
+
+    def verify(
+        self,
+        tokens: torch.Tensor,
+        start: torch.Tensor,
+        cache: ModelCache,
+        *,
+        step_bounds: list[int],
+        trail: StateTrail | None = None,
+        active: torch.Tensor | None = None,
+        logit_rows: torch.Tensor | None = None,
+        hidden: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """A verify pass: each row's pending token and draft [B, T], attention run position by position as the
+        decode step for it would, position t over the first step_bounds[t] cache positions, so that its rounding
+        is the step's. fp32 logits of every position [R, T, V] of the rows logit_rows lists (default all); trail
+        (sized for T) receives the GDN states after each token; active and hidden: as decode."""
+        x, residual = self._layers(tokens, start, cache, active, trail, step_bounds)
+        return self._output(x, residual, lambda x: x if logit_rows is None else x[logit_rows], hidden)
+
+    def _layers(
+        self,
+        tokens: torch.Tensor,
+        start: torch.Tensor,
+        cache: ModelCache,
         active: torch.Tensor | None = None,
         trail: StateTrail | None = None,
-        logit_rows: torch.Tensor | None = None,
-        return_hidden: bool = False,
         step_bounds: list[int] | None = None,
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """Run tokens [B, T] placed at positions start[b] + t and update cache; return fp32 logits.
-
-        logits_at [B] picks one position per row (e.g. each row's last real token); None gives logits
-        for every position [B, T, V], of only the rows logit_rows lists when given. active [B] bool: rows
-        marked False leave their recurrent state unchanged (their KV slots from start[b] on are scratch,
-        overwritten by their next tokens). trail (sized for T) receives the GDN states after each token.
-        return_hidden: also return the final normed hidden states of every position [B, T, H] (what the draft
-        head reads). step_bounds (a verify pass): attention runs position by position as the decode step does,
-        position t over the first step_bounds[t] cache positions, so that its rounding is the step's.
-        """
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every decoder layer on tokens [B, T] at start[b] + t: (last MLP output, residual stream before it)."""
         positions = start[:, None] + torch.arange(tokens.shape[1], device=tokens.device)
         x = embedding(tokens, self.weights["embed_tokens.weight"], self.dtype)
         residual = None
         for i in range(self.config.num_hidden_layers):
             x, residual = self.layer(i, x, residual, positions, start, cache, active, trail, step_bounds)
-        if return_hidden:
-            normed = self.final_norm(x, residual)
-            return linear(
-                self._pick(normed, logits_at, logit_rows), self.weights["lm_head.weight"]
-            ).float(), normed
-        return self.logits(self._pick(x, logits_at, logit_rows), self._pick(residual, logits_at, logit_rows))
+        return x, residual
 
-    @staticmethod
-    def _pick(
-        x: torch.Tensor, logits_at: torch.Tensor | None, logit_rows: torch.Tensor | None
-    ) -> torch.Tensor:
-        if logits_at is not None:
-            return x[torch.arange(x.shape[0], device=x.device), logits_at]
-        return x if logit_rows is None else x[logit_rows]
+    def _output(
+        self,
+        x: torch.Tensor,
+        residual: torch.Tensor,
+        pick: Callable[[torch.Tensor], torch.Tensor],
+        hidden: bool,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """fp32 logits of the positions pick selects, and with hidden the normed states of every position."""
+        if hidden:
+            normed = self.final_norm(x, residual)
+            return linear(pick(normed), self.weights["lm_head.weight"]).float(), normed
+        return self.logits(pick(x), pick(residual))
 
     def final_norm(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         """The final norm of the last layer's (MLP output, residual stream before it)."""
@@ -233,7 +274,7 @@ class Qwen35Model:
         step_bounds: list[int] | None = None,
     ) -> torch.Tensor:
         """Gated attention (weights named p + ...) of x at positions over the KV cache kv, written in place
-        (position by position over step_bounds when given, see forward)."""
+        (position by position over step_bounds when given, see verify)."""
         w = self.weights
         c = self.config
         batch, length, _ = x.shape

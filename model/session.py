@@ -133,9 +133,7 @@ class Session(SpeculativeDecoding):
         for offset in range(0, length, chunk):
             piece = token_matrix[:, offset : offset + chunk]
             last = torch.full((len(row_ids),), piece.shape[1] - 1, dtype=torch.long, device=device)
-            logits = self.model.forward(
-                piece, start + offset, cache, logits_at=last, return_hidden=heads is not None
-            )
+            logits = self.model.prefill(piece, start + offset, cache, last, hidden=heads is not None)
             if heads is not None:
                 logits, hidden = logits
                 for index, row in enumerate(row_ids):
@@ -153,13 +151,12 @@ class Session(SpeculativeDecoding):
         # The bound the decode step attends over: a captured step's whole workspace, an eager one's prefix.
         bound = None if self._decoder().captured else max(self._processed) + 1
         heads = self._head_rows
-        logits = self.model.forward(
+        logits = self.model.decode(
             torch.tensor(tokens, dtype=torch.long, device=device),
             torch.tensor(self._processed, dtype=torch.long, device=device),
             self.cache if bound is None else self.cache.prefix(bound),
-            logits_at=torch.zeros(self.batch_size, dtype=torch.long, device=device),
             active=None if all(active) else torch.tensor(active, device=device),
-            return_hidden=heads is not None,
+            hidden=heads is not None,
         )
         if heads is not None:
             logits, hidden = logits

@@ -188,15 +188,15 @@ class SpeculativeDecoding:
                 device,
                 self.engine.dtype,
             )
-        out = self.model.forward(
+        out = self.model.verify(
             torch.tensor(fed, dtype=torch.long, device=device),
             torch.tensor(self._processed, dtype=torch.long, device=device),
             self.cache.prefix(max(self._processed) + width),
-            active=None if all(active) else torch.tensor(active, device=device),
-            trail=self._trail.resize(width),
-            logit_rows=torch.tensor(running, dtype=torch.long, device=device),
-            return_hidden=self._head_rows is not None,
             # Each position attends as the decode step for it would (the step's bound: the longest row + 1).
             step_bounds=[max(self._processed) + t + 1 for t in range(width)],
+            trail=self._trail.resize(width),
+            active=None if all(active) else torch.tensor(active, device=device),
+            logit_rows=torch.tensor(running, dtype=torch.long, device=device),
+            hidden=self._head_rows is not None,
         )
         return out if self._head_rows is not None else (out, None)

@@ -39,7 +39,6 @@ class VerifySteps:
         self.tokens = torch.zeros(batch, max_width, dtype=torch.long, device=device)
         self.start = torch.zeros(batch, dtype=torch.long, device=device)
         self.active = torch.zeros(batch, dtype=torch.bool, device=device)
-        self.zero_index = torch.zeros(batch, dtype=torch.long, device=device)
         self.logits = torch.zeros(batch, max_width, model.config.vocab_size, device=device)
         self._replays: dict[int, object] = {}
 
@@ -57,13 +56,11 @@ class VerifySteps:
 
         def step() -> None:
             if width == 1:
-                out = model.forward(
-                    tokens[:, :1], self.start, cache, logits_at=self.zero_index, active=self.active
-                )
+                out = model.decode(tokens[:, :1], self.start, cache, active=self.active)
                 logits[:, 0].copy_(out)
             else:
-                out = model.forward(
-                    tokens[:, :width], self.start, cache, active=self.active, trail=trail, step_bounds=bounds
+                out = model.verify(
+                    tokens[:, :width], self.start, cache, step_bounds=bounds, trail=trail, active=self.active
                 )
                 logits[:, :width].copy_(out)
 

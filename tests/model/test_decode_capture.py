@@ -210,9 +210,7 @@ def test_torch_decode_step_reads_nothing_back_to_the_host(engines, batch):
     kernels.set_backend("torch")
     try:
         with torch.inference_mode(), no_host_reads():
-            logits = engine.model.forward(
-                tokens, start, cache, logits_at=torch.zeros_like(start), active=active
-            )
+            logits = engine.model.decode(tokens, start, cache, active=active)
             sample(logits, NUCLEUS, noise, temperature=torch.ones(1), top_p=torch.ones(1))
     finally:
         kernels.set_backend(previous)

@@ -171,18 +171,23 @@ def test_one_token_for_some_rows_runs_in_one_step_and_leaves_what_row_by_row_app
         for row, prompt in enumerate(prompts):
             session.append([prompt if r == row else [] for r in range(3)])
     calls = []
-    original = engine.model.forward
 
-    def counted(*args, **kwargs):
-        calls.append(args[0].shape)
-        return original(*args, **kwargs)
+    def counted(name):
+        original = getattr(engine.model, name)
 
-    engine.model.forward = counted
+        def call(*args, **kwargs):
+            calls.append((name, args[0].shape))
+            return original(*args, **kwargs)
+
+        return call
+
+    for name in ("prefill", "decode"):
+        setattr(engine.model, name, counted(name))
     try:
         stepped.append([[5], [], [9]])  # rows 0 and 2 get a token, row 1 sits out
     finally:
-        del engine.model.forward
-    assert calls == [torch.Size([3, 1])]
+        del engine.model.prefill, engine.model.decode
+    assert calls == [("decode", torch.Size([3, 1]))]
     by_row.append([[5], [], []])
     by_row.append([[], [], [9]])
     assert stepped.lengths == by_row.lengths == [13, 7, 20]

@@ -100,16 +100,15 @@ def test_pieces_then_decode_equal_one_prefill_at_real_shapes_in_bf16(torch_kerne
         prefilled = TOKENS - DECODED
         for begin in range(0, prefilled, PIECE):
             end = min(begin + PIECE, prefilled)
-            last = model.forward(ids[:, begin:end], zero + begin, split, logits_at=zero + end - begin - 1)
+            last = model.prefill(ids[:, begin:end], zero + begin, split, zero + end - begin - 1)
         got = [last]
         for position in range(prefilled, TOKENS):
             # As a captured decode step runs it: one token, the row marked active.
             got.append(
-                model.forward(
+                model.decode(
                     ids[:, position : position + 1],
                     zero + position,
                     split,
-                    logits_at=zero,
                     active=torch.ones(1, dtype=torch.bool),
                 )
             )
