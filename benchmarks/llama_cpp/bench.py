@@ -70,10 +70,11 @@ def _run_bench(peer: BenchPeer, gguf: Path, threads: int, repetitions: int, opti
 
 def decode_test(fork: Fork, context: int, tokens: int) -> tuple[list[str], int, int]:
     """llama-bench's options that time `tokens` decoded after `context` tokens, and the n_prompt and n_gen of the
-    record it writes: llama.cpp's -d fills the context untimed; ik_llama.cpp's -gp times only the generation."""
+    record it writes: llama.cpp's -d fills the context untimed; ik_llama.cpp's -gp times only the generation
+    (-p 0 -n 0: without them it also runs its default prompt and generation tests)."""
     if fork.bench_has_depth:
         return ["-p", "0", "-n", str(tokens), "-d", str(context)], 0, tokens
-    return ["-gp", f"{context},{tokens}"], context, tokens
+    return ["-p", "0", "-n", "0", "-gp", f"{context},{tokens}"], context, tokens
 
 
 def llama_decode(

@@ -37,6 +37,8 @@ class Fork:
     ] = ()  # installed beside the sdist's Python bindings, not into our env
     cmake_flags: tuple[str, ...] = ()
     bench_has_depth: bool = True  # llama-bench's -d (decode after a context); without it, -gp CONTEXT,TOKENS
+    # The sdist leaves out the script that writes common/build-info.cpp from git: written here, from its template.
+    writes_build_info: bool = False
 
     @property
     def source_folder(self) -> str:
@@ -61,10 +63,12 @@ IK_LLAMA_CPP = Fork(
     version="0.1.5",
     targets=("llama-bench",),
     binaries=("llama-bench",),
-    # Flash attention kernels for every quantized KV cache type: the benchmark keeps the default f16 cache, and
-    # they double the build's time.
-    cmake_flags=("-DGGML_IQK_FA_ALL_QUANTS=OFF",),
+    # Its llama-bench is among the examples (llama.cpp's is a tool), and linked statically: its build leaves the
+    # shared libraries in folders of their own. Flash attention kernels for every quantized KV cache type are left
+    # out: the benchmark keeps the default f16 cache, and they double the build's time.
+    cmake_flags=("-DLLAMA_BUILD_EXAMPLES=ON", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_IQK_FA_ALL_QUANTS=OFF"),
     bench_has_depth=False,
+    writes_build_info=True,
 )
 VERSION = LLAMA_CPP.version  # the converter's version, part of each GGUF file's cache key
 MARKER = "built.json"  # written last: a folder without it is a build that did not finish
@@ -158,6 +162,24 @@ def _unpack_sdist(download: Path, target: Path) -> None:
     (download / archive.name.removesuffix(".tar.gz")).rename(target)
 
 
+def write_build_info(source: Path, fork: Fork) -> None:
+    """common/build-info.cpp from its template, naming the sdist's version where git would name a commit, and the
+    script the build runs to write it (missing from the sdist) as one that leaves it as it is."""
+    template = (source / "common" / "build-info.cpp.in").read_text()
+    values = {
+        "BUILD_NUMBER": "0",
+        "BUILD_COMMIT": f"{fork.package}-{fork.version}",
+        "BUILD_COMPILER": "unknown",
+        "BUILD_TARGET": platform.machine(),
+    }
+    for name, value in values.items():
+        template = template.replace(f"@{name}@", value)
+    (source / "common" / "build-info.cpp").write_text(template)
+    script = source / "common" / "cmake" / "build-info-gen-cpp.cmake"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text("# common/build-info.cpp is written before the build\n")
+
+
 def llama_cpp_tools(fork: Fork = LLAMA_CPP) -> Path:
     """The folder holding the fork's binaries (llama.cpp: llama-bench, llama-quantize, llama-server, libllama.so),
     its libggml libraries and the unpacked sdist, built on first use (10-25 minutes on 2 cores), in a folder of its
@@ -189,6 +211,8 @@ def llama_cpp_tools(fork: Fork = LLAMA_CPP) -> Path:
             f"downloading {fork.package} {fork.version}",
         )
         _unpack_sdist(download, sdist_root(tools))
+        if fork.writes_build_info:
+            write_build_info(llama_cpp_source(tools, fork), fork)
         if fork.bindings_dependencies:
             run_tool(
                 [

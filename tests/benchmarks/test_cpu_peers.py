@@ -11,7 +11,37 @@ from benchmarks.llama_cpp.build import IK_LLAMA_CPP, LLAMA_CPP
 
 def test_each_fork_times_a_decode_after_the_context_its_own_way():
     assert decode_test(LLAMA_CPP, 2000, 32) == (["-p", "0", "-n", "32", "-d", "2000"], 0, 32)
-    assert decode_test(IK_LLAMA_CPP, 2000, 32) == (["-gp", "2000,32"], 2000, 32)
+    assert decode_test(IK_LLAMA_CPP, 2000, 32) == (["-p", "0", "-n", "0", "-gp", "2000,32"], 2000, 32)
+
+
+# Captured from ik_llama.cpp's `llama-bench -m Q4_K_M.gguf -t 2 -r 1 -o json -rtr 1 -p 0 -n 0 -gp 64,4`
+# (ik-llama-cpp-python 0.1.5), the fields the parser does not read cut.
+IK_LLAMA_BENCH_OUTPUT = """\
+[
+  {
+    "build_commit": "ik-llama-cpp-python-0.1.5",
+    "model_type": "qwen35 2B Q4_K - Medium",
+    "model_size": 1680612608,
+    "n_threads": 2,
+    "repack": true,
+    "n_prompt": 64,
+    "n_gen": 4,
+    "avg_ns": 241613427,
+    "stddev_ns": 0,
+    "avg_ts": 16.55538,
+    "stddev_ts": 0.000000,
+    "test": "tg4@pp64",
+    "samples_ns": [ 241613427 ],
+    "samples_ts": [ 16.55538 ]
+  }
+]
+"""
+
+
+def test_ik_llama_cpps_record_of_a_decode_after_a_context_is_found_by_the_counts_its_options_name():
+    _, n_prompt, n_gen = decode_test(IK_LLAMA_CPP, 64, 4)
+    record = bench.bench_record(bench.parse_llama_bench(IK_LLAMA_BENCH_OUTPUT), n_prompt, n_gen)
+    assert record["avg_ts"] == pytest.approx(16.55538)
 
 
 @pytest.fixture
@@ -36,8 +66,8 @@ def bench_calls(tmp_path, monkeypatch):
     ("peer", "binary", "options"),
     [
         ("llama.cpp", "llama.cpp", ["-p", "0", "-n", "32", "-d", "2000"]),
-        ("ik_llama.cpp", "ik_llama.cpp", ["-gp", "2000,32"]),
-        ("ik_llama.cpp-rtr", "ik_llama.cpp", ["-rtr", "1", "-gp", "2000,32"]),
+        ("ik_llama.cpp", "ik_llama.cpp", ["-p", "0", "-n", "0", "-gp", "2000,32"]),
+        ("ik_llama.cpp-rtr", "ik_llama.cpp", ["-rtr", "1", "-p", "0", "-n", "0", "-gp", "2000,32"]),
     ],
 )
 def test_each_peer_runs_its_own_forks_bench_with_its_options(bench_calls, tmp_path, peer, binary, options):
@@ -58,7 +88,12 @@ def test_ik_llama_cpp_is_built_at_the_same_level_without_the_kernels_the_benchma
     monkeypatch.setattr(build.platform, "machine", lambda: "x86_64")
     monkeypatch.setenv("SQLSCOUT_CPU_ISA", level)
     ours, theirs = build.cmake_flags(LLAMA_CPP), build.cmake_flags(IK_LLAMA_CPP)
-    assert theirs == (*build.CMAKE_FLAGS, "-DGGML_IQK_FA_ALL_QUANTS=OFF", *ours[len(build.CMAKE_FLAGS) :])
+    own = (
+        "-DLLAMA_BUILD_EXAMPLES=ON",
+        "-DBUILD_SHARED_LIBS=OFF",
+        "-DGGML_IQK_FA_ALL_QUANTS=OFF",
+    )  # after the common flags: cmake's last wins
+    assert theirs == (*build.CMAKE_FLAGS, *own, *ours[len(build.CMAKE_FLAGS) :])
 
 
 def _variant(name: str, decode: float, peers: list[dict]) -> dict:
