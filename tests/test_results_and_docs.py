@@ -1,0 +1,95 @@
+"""benchmarks/RESULTS.md and the docs that point into it stay in step with it and with the benchmarks: the index
+names every section, links land on a heading, and every documented benchmark command and flag exists."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+DOCUMENTS = sorted([ROOT / "README.md", ROOT / "ARCHITECTURE.md", RESULTS, *(ROOT / "docs").glob("*.md")])
+# Where flags shared by several commands are declared (the engine's and the sampling's options).
+SHARED_OPTIONS = (ROOT / "model" / "options.py", ROOT / "model" / "engine_options.py")
+
+
+def _headings() -> list[str]:
+    return re.findall(r"^## (.+)$", RESULTS.read_text(), re.M)
+
+
+def _index() -> list[str]:
+    """The section names in the index table's first column."""
+    table = RESULTS.read_text().split("\n## ", 1)[0]
+    rows = re.findall(r"^\| ([^|]+?) \|", table, re.M)
+    return [row for row in rows if row not in ("section",) and not set(row) <= set("-: ")]
+
+
+def github_anchor(heading: str) -> str:
+    """The fragment GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def test_the_index_names_every_section_and_only_sections_that_exist():
+    index, headings = _index(), _headings()
+    assert len(index) >= 10
+    for name in index:
+        assert any(heading.startswith(name) for heading in headings), (
+            f"the index names a missing section: {name}"
+        )
+    for heading in headings:
+        assert any(heading.startswith(name) for name in index), f"the index leaves out the section: {heading}"
+
+
+def test_links_into_the_results_land_on_a_heading():
+    anchors = {github_anchor(heading) for heading in _headings()}
+    for document in DOCUMENTS:
+        for anchor in re.findall(r"RESULTS\.md#([\w-]+)", document.read_text()):
+            assert anchor in anchors, f"{document.name} links to #{anchor}, which RESULTS.md no longer has"
+
+
+def _commands() -> list[tuple[str, str, list[str]]]:
+    """(document, module, flags) of every `python -m benchmarks.MODULE ...` written in a code span or block."""
+    found = []
+    for document in DOCUMENTS:
+        text = document.read_text()
+        spans = re.findall(r"```.*?```|`[^`]+`", text, re.S)
+        for span in spans:
+            for line in re.findall(r"python -m (benchmarks[\w.]*)([^`\n]*(?:\n  [^`\n]*)*)", span):
+                module, rest = line
+                found.append((document.name, module, re.findall(r"(?<![\w-])--[a-z][\w-]*", rest)))
+    return found
+
+
+def _sources(module: str) -> list[Path]:
+    path = ROOT.joinpath(*module.split("."))
+    if path.is_dir():
+        return sorted(path.rglob("*.py"))
+    file = path.with_suffix(".py")
+    return [file] if file.is_file() else []
+
+
+def test_every_documented_benchmark_command_exists_with_the_flags_it_is_given():
+    commands = _commands()
+    assert len({module for _, module, _ in commands}) >= 15
+    for document, module, flags in commands:
+        sources = _sources(module)
+        assert sources, f"{document} documents `python -m {module}`, which does not exist"
+        declared = "".join(path.read_text() for path in (*sources, *SHARED_OPTIONS))
+        for flag in flags:
+            assert f'"{flag}"' in declared or f"'{flag}'" in declared, (
+                f"{document} gives `python -m {module}` the flag {flag}, which it does not declare"
+            )
+
+
+@pytest.mark.parametrize(
+    ("heading", "anchor"),
+    [
+        (
+            "Speculative decoding at the real Qwen3.5-2B size (CPU) (`python -m benchmarks.speculative`)",
+            "speculative-decoding-at-the-real-qwen35-2b-size-cpu-python--m-benchmarksspeculative",
+        ),
+        ("CPU weights: fidelity", "cpu-weights-fidelity"),
+    ],
+)
+def test_anchors_are_made_as_github_makes_them(heading, anchor):
+    assert github_anchor(heading) == anchor
