@@ -71,6 +71,12 @@ def recorded_episodes(questions: list[str]) -> list[tuple[str, list[int], list[t
     return episodes
 
 
+def _replayed(session, tokens: list[int]) -> list[int]:
+    """Speculative decoding of tokens as the session's choices (its drafts and passes run as they would)."""
+    with session.decoding.replaying([tokens]):
+        return session.generate(len(tokens), GREEDY, set())[0]
+
+
 def _plain_decode(session, tokens: list[int]) -> float:
     """Seconds plain decoding takes for len(tokens) tokens at the session's length, which then holds them as if it
     had generated them, each run as one decode step. On a CPU that is the timed work (the first token comes from
@@ -102,7 +108,7 @@ def replay(engine: Engine, speculating: Engine, ids: list[int], turns: list[tupl
         plain_s += _plain_decode(plain, reply)
         seconds, emitted = timed(
             fast.engine.device,
-            lambda reply=reply: fast.generate(len(reply), GREEDY, set(), forced=[reply])[0],
+            lambda reply=reply: _replayed(fast, reply),
         )
         fast_s += seconds
         if emitted != reply:
@@ -147,9 +153,7 @@ def random_text(engine: Engine, speculating: Engine, vocab: int) -> dict:
     for offset in range(0, RANDOM_TOKENS, 16):
         piece = text[offset : offset + 16]
         plain_s += _plain_decode(plain, piece)
-        seconds, _ = timed(
-            fast.engine.device, lambda piece=piece: fast.generate(len(piece), GREEDY, set(), forced=[piece])
-        )
+        seconds, _ = timed(fast.engine.device, lambda piece=piece: _replayed(fast, piece))
         fast_s += seconds
         fast.append([])
     return {

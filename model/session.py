@@ -8,13 +8,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from model.cache import ModelCache, StateTrail
-from model.decode_step import is_stop
-from model.decoder import Decoder, DecodeStep, stop_width
-from model.draft_head import DraftHeadRows
-from model.drafting import NgramIndex
+from model.cache import ModelCache
 from model.engine_options import MAX_DRAFT_TOKENS
-from model.sampling import SamplingParams, draw_noise, make_generator, sample
+from model.plain_decode import PlainDecoding
+from model.row_drafts import RowDrafts
+from model.sampling import SamplingParams, make_generator
 from model.speculative import SpeculationStats
 from model.speculative_decode import SpeculativeDecoding
 
@@ -31,12 +29,15 @@ class Snapshot:
     pending: list[list[int]]
     last_logits: torch.Tensor
     random_stream: tuple[int | None, torch.Tensor] | None  # (seed, generator state) of the sampling noise
-    texts: list[NgramIndex] | None  # each row's tokens for drafting, when the engine speculates
-    draft_head: tuple | None  # the draft head's rows (DraftHeadRows.snapshot), when the engine has one
+    drafts: tuple | None  # RowDrafts.snapshot(), when the engine speculates
 
 
-class Session(SpeculativeDecoding):
-    """B sequences (rows) that grow by append() and generate(); each token runs through the model once."""
+class Session:
+    """B sequences (rows) that grow by append() and generate(); each token runs through the model once.
+
+    The rows' state, which append() and the session's decoding (plain or speculative) advance: `processed`, the
+    tokens of each row run through the model, `pending`, each row's sampled token not yet run, the next-token
+    logits and the cache; and, when the engine speculates, `drafts`."""
 
     def __init__(self, engine: Engine, batch_size: int, max_tokens: int) -> None:
         if batch_size < 1:
@@ -57,26 +58,19 @@ class Session(SpeculativeDecoding):
             engine.dtype,
             draft_layers=int(engine.draft_head is not None),
         )
-        # Each row's tokens, indexed for drafting, when the engine speculates.
-        self._texts = [NgramIndex() for _ in range(batch_size)] if engine.speculates else None
-        self._head_rows = None
-        if engine.draft_head is not None:
-            self._head_rows = DraftHeadRows(
-                engine.draft_head, batch_size, engine.speculate_tokens, engine.prefill_chunk
-            )
-        self._trail: StateTrail | None = None
+        self.drafts = RowDrafts(engine, batch_size) if engine.speculates else None
         self.speculation = SpeculationStats()
         self.processed_tokens = 0
-        self._processed = [0] * batch_size
-        self._pending: list[list[int]] = [[] for _ in range(batch_size)]
+        self.processed = [0] * batch_size
+        self.pending: list[list[int]] = [[] for _ in range(batch_size)]
         self._last_logits = torch.zeros(batch_size, engine.config.vocab_size, device=device)
-        self._eager: Decoder | None = None  # decodes in self.cache when the engine captures no steps
         self._random_stream: tuple[int | None, torch.Generator] | None = None
+        self.decoding = SpeculativeDecoding(self) if engine.speculates else PlainDecoding(self)
 
     @property
     def lengths(self) -> list[int]:
         """Tokens in each row's sequence, counting a sampled token not yet run through the model."""
-        return [done + len(pending) for done, pending in zip(self._processed, self._pending, strict=True)]
+        return [done + len(pending) for done, pending in zip(self.processed, self.pending, strict=True)]
 
     @property
     def last_logits(self) -> torch.Tensor:
@@ -87,31 +81,30 @@ class Session(SpeculativeDecoding):
     def append(self, tokens: list[int] | list[list[int]]) -> None:
         """Prefill new tokens (one list per row when batch_size > 1; [] leaves a row as it is)."""
         rows = self._rows_of(tokens)
-        new = [pending + list(row) for pending, row in zip(self._pending, rows, strict=True)]
+        new = [pending + list(row) for pending, row in zip(self.pending, rows, strict=True)]
         vocab_size = self.engine.config.vocab_size
         for index, row in enumerate(new):
             if any(not 0 <= token < vocab_size for token in row):
                 raise ValueError(f"row {index} holds a token id outside the vocabulary [0, {vocab_size})")
-            if self._processed[index] + len(row) > self.max_tokens:
+            if self.processed[index] + len(row) > self.max_tokens:
                 raise ValueError(
-                    f"row {index} would hold {self._processed[index] + len(row)} tokens, more than "
+                    f"row {index} would hold {self.processed[index] + len(row)} tokens, more than "
                     f"this session's max_tokens {self.max_tokens}"
                 )
-        if self._texts is not None:  # a pending token is in its row's text already
-            for text, row in zip(self._texts, rows, strict=True):
-                text.extend(row)
+        if self.drafts is not None:  # a pending token is in its row's text already
+            self.drafts.extend(rows)
         lengths = [len(row) for row in new]
         if max(lengths) == 1:
             # Rows that sampled their last token (while others may sit out): one step, the decode step's own
             # math and KV bound, so a generation split into calls computes what one call would.
-            self._step_rows([length == 1 for length in lengths], [row[:1] or [0] for row in new])
+            self.step_rows([length == 1 for length in lengths], [row[:1] or [0] for row in new])
         elif len(set(lengths)) == 1 and self.batch_size > 1:
             self._prefill(list(range(self.batch_size)), new, self.cache)
         else:
             for index, row in enumerate(new):
                 if row:
                     self._prefill([index], [row], self.cache.row(index))
-        self._pending = [[] for _ in range(self.batch_size)]
+        self.pending = [[] for _ in range(self.batch_size)]
 
     def _rows_of(self, tokens: list[int] | list[list[int]]) -> list[list[int]]:
         if self.batch_size == 1 and (not tokens or not isinstance(tokens[0], list | tuple)):
@@ -127,57 +120,57 @@ class Session(SpeculativeDecoding):
         if length == 0:
             return
         token_matrix = torch.tensor(rows, dtype=torch.long, device=device)
-        start = torch.tensor([self._processed[i] for i in row_ids], dtype=torch.long, device=device)
+        start = torch.tensor([self.processed[i] for i in row_ids], dtype=torch.long, device=device)
         chunk = self.engine.prefill_chunk
-        heads = self._head_rows
+        hidden = self._reads_hidden
         for offset in range(0, length, chunk):
             piece = token_matrix[:, offset : offset + chunk]
             last = torch.full((len(row_ids),), piece.shape[1] - 1, dtype=torch.long, device=device)
-            logits = self.model.prefill(piece, start + offset, cache, last, hidden=heads is not None)
-            if heads is not None:
-                logits, hidden = logits
+            logits = self.model.prefill(piece, start + offset, cache, last, hidden=hidden)
+            if hidden:
+                logits, states = logits
                 for index, row in enumerate(row_ids):
-                    heads.add(row, hidden[index])
+                    self.drafts.add_hidden(row, states[index])
         self._last_logits[row_ids] = logits
         for i in row_ids:
-            self._processed[i] += length
+            self.processed[i] += length
         self.processed_tokens += length * len(row_ids)
 
-    def _step_rows(self, active: list[bool], tokens: list[list[int]]) -> None:
+    def step_rows(self, active: list[bool], tokens: list[list[int]]) -> None:
         """Run one token in each active row, in one step over every row: rows sitting it out keep their states,
         and the KV slot they write at their length is scratch that their next token overwrites."""
         device = self.engine.device
         rows = [i for i, runs in enumerate(active) if runs]
         # The bound the decode step attends over: a captured step's whole workspace, an eager one's prefix.
-        bound = None if self._decoder().captured else max(self._processed) + 1
-        heads = self._head_rows
+        bound = None if self.decodes_in_workspace else max(self.processed) + 1
+        hidden = self._reads_hidden
         logits = self.model.decode(
             torch.tensor(tokens, dtype=torch.long, device=device),
-            torch.tensor(self._processed, dtype=torch.long, device=device),
+            torch.tensor(self.processed, dtype=torch.long, device=device),
             self.cache if bound is None else self.cache.prefix(bound),
             active=None if all(active) else torch.tensor(active, device=device),
-            hidden=heads is not None,
+            hidden=hidden,
         )
-        if heads is not None:
-            logits, hidden = logits
+        if hidden:
+            logits, states = logits
             for row in rows:
-                heads.add(row, hidden[row])
-        self._stepped(rows, logits)
+                self.drafts.add_hidden(row, states[row])
+        self.record_step(rows, logits)
 
-    def _stepped(self, rows: list[int], logits: torch.Tensor) -> None:
+    def record_step(self, rows: list[int], logits: torch.Tensor) -> None:
         """Record that each of rows ran one token, whose next logits are its row of logits [B, V]."""
         if self._all_rows(rows):
             self._last_logits.copy_(logits)
         else:
             self._last_logits[rows] = logits[rows]
         for i in rows:
-            self._processed[i] += 1
+            self.processed[i] += 1
         self.processed_tokens += len(rows)
 
     def _all_rows(self, rows: list[int]) -> bool:
         return len(rows) == self.batch_size and rows == list(range(self.batch_size))
 
-    def _logits_of(self, rows: list[int]) -> torch.Tensor:
+    def logits_of(self, rows: list[int]) -> torch.Tensor:
         """The next-token logits [R, V] of rows: the session's own tensor when they are all its rows, in order (a
         1 MB copy a token saved at the real vocabulary)."""
         return self._last_logits if self._all_rows(rows) else self._last_logits[rows]
@@ -189,130 +182,42 @@ class Session(SpeculativeDecoding):
         sampling: SamplingParams,
         stop_ids: set[int],
         rows: list[int] | None = None,
-        *,
-        forced: list[list[int]] | None = None,
     ) -> list[list[int]]:
         """Sample up to max_new_tokens per row for the given rows (default all); a row stops after a stop id.
 
         Returns one list per requested row. The last sampled token of each row is run through the model
-        by the next append() or generate(). forced (one list per requested row, a speculating engine only):
-        the tokens each row emits in place of the model's choices, as replayed text does in benchmarks; every
-        draft and forward pass runs as it would.
+        by the next append() or generate().
         """
         rows = list(range(self.batch_size)) if rows is None else list(rows)
         limits = max_new_tokens if isinstance(max_new_tokens, list) else [max_new_tokens] * len(rows)
         if len(limits) != len(rows):
             raise ValueError(f"max_new_tokens lists {len(limits)} limits for {len(rows)} rows")
-        decoder = None if self.engine.speculates else self._decoder()
-        # A captured step runs each row's pending token as the call's first step: run apart, it would be an eager
-        # forward pass, several replayed steps' time on a GPU, once per call (the scheduler calls every 16 tokens).
-        in_step = decoder is not None and decoder.captured and all(len(self._pending[r]) == 1 for r in rows)
-        if not in_step and any(self._pending[r] for r in rows):
+        pending_in_step = self.decoding.runs_pending_in_step(rows)
+        if not pending_in_step and any(self.pending[r] for r in rows):
             self.append([[] for _ in range(self.batch_size)] if self.batch_size > 1 else [])
         for r in rows:
-            if self._processed[r] == 0:
+            if self.processed[r] == 0:
                 raise ValueError(f"row {r} is empty: append a prompt before generate()")
         limit_per_row = [0] * self.batch_size
         for r, limit in zip(rows, limits, strict=True):
-            room = self.max_tokens - self._processed[r] - len(self._pending[r])
+            room = self.max_tokens - self.processed[r] - len(self.pending[r])
             limit_per_row[r] = max(0, min(limit, room))
         if max(limit_per_row) == 0:
             return [[] for _ in rows]
-        if forced is not None and not self.engine.speculates:
-            raise ValueError("forced tokens replace the targets of verify passes: the engine must speculate")
-        if self.engine.speculates:
-            replay = None if forced is None else dict(zip(rows, forced, strict=True))
-            return self._speculate(rows, limit_per_row, sampling, set(stop_ids), replay)
-        stop = sorted(stop_ids) or [-1]
-        with decoder.lock:
-            try:
-                step = decoder.step(sampling, stop_width(len(stop)))
-            except RuntimeError as error:
-                if not decoder.captured:
-                    raise
-                self.engine.stop_capturing(error)
-                decoder.capture = None  # this call still decodes, eagerly, in the dropped workspace
-                step = decoder.step(sampling, stop_width(len(stop)))
-                if in_step:
-                    self.append([[] for _ in range(self.batch_size)] if self.batch_size > 1 else [])
-                    in_step = False
-            return self._decode(rows, limit_per_row, sampling, stop, decoder, step, in_step)
+        return self.decoding.generate(rows, limit_per_row, sampling, set(stop_ids), pending_in_step)
 
-    def _decode(
-        self,
-        rows: list[int],
-        limit_per_row: list[int],
-        sampling: SamplingParams,
-        stop: list[int],
-        decoder: Decoder,
-        step: DecodeStep,
-        pending_in_step: bool,
-    ) -> list[list[int]]:
-        """Decode in decoder's buffers; pending_in_step: every row asked for has one pending token, which the
-        first step runs (sampling the call's first token) in place of an append."""
-        device = self.engine.device
-        shared = decoder.cache is not self.cache
-        longest = max(self._processed)
-        if shared:
-            decoder.cache.copy_prefix_(self.cache, longest)
-        step.stop.fill_(-1)
-        step.stop[: len(stop)].copy_(torch.tensor(stop, dtype=torch.long, device=device))
-        decoder.temperature.fill_(sampling.temperature)
-        decoder.top_p.fill_(sampling.top_p)
-        noise = step.noise
-        generator = None
-        if noise is not None:
-            generator = self._generator(sampling)
-            draw_noise(noise, generator)
-        decoder.limit.copy_(torch.tensor(limit_per_row, device=device))
-        decoder.start.copy_(torch.tensor(self._processed, device=device))
-        selected = decoder.limit > 0
-        if pending_in_step:
-            pending = [row[0] if row else 0 for row in self._pending]
-            decoder.tokens.copy_(torch.tensor(pending, dtype=torch.long, device=device))
-            decoder.generated.zero_()
-            decoder.active.copy_(selected)
-        else:
-            first = sample(
-                self._last_logits, sampling, noise, temperature=decoder.temperature, top_p=decoder.top_p
-            )
-            decoder.tokens.copy_(first)
-            decoder.out[:, 0] = first
-            decoder.generated.copy_(selected.long())
-            decoder.active.copy_(selected & ~is_stop(first, step.stop) & (decoder.generated < decoder.limit))
-        for done in range(0 if pending_in_step else 1, max(limit_per_row)):
-            if noise is not None and done > 0:  # the noise drawn above serves the call's first token
-                draw_noise(noise, generator)
-            step.run(longest + done + int(pending_in_step))
-            if done and done % self.engine.sync_every == 0 and not bool(decoder.active.any()):
-                break
-        generated = decoder.generated.tolist()
-        starts = decoder.start.tolist()
-        if shared:
-            # Entries past a row's new length are scratch: copying them along is harmless.
-            self.cache.copy_span_(decoder.cache, min(self._processed), max(starts))
-        outputs = decoder.out[:, : max(generated)].cpu()
-        result = []
-        for r in rows:
-            tokens = outputs[r, : generated[r]].tolist()
-            self.processed_tokens += starts[r] - self._processed[r]
-            self._processed[r] = starts[r]
-            if tokens:  # a row that got no token keeps the one it may have pending
-                self._pending[r] = tokens[-1:]
-            result.append(tokens)
-        return result
+    @property
+    def decodes_in_workspace(self) -> bool:
+        """Whether this session's steps run in the engine's captured workspace (the engine captures them and the
+        session fits it), so that an eager step here must attend as a replayed one does."""
+        return self.engine.capture is not None and self.max_tokens <= self.engine.max_context
 
-    def _decoder(self) -> Decoder:
-        """The engine's capturing decoder for this batch size when it has one and this session fits it, else
-        this session's own, which decodes in its cache."""
-        engine = self.engine
-        if engine.capture is not None and self.max_tokens <= engine.max_context:
-            return engine.workspace(self.batch_size)
-        if self._eager is None:
-            self._eager = Decoder(self.model, self.cache, compiled=self.engine.options.compile)
-        return self._eager
+    @property
+    def _reads_hidden(self) -> bool:
+        """Whether each pass hands the trunk's hidden states to the draft head."""
+        return self.drafts is not None and self.drafts.head is not None
 
-    def _generator(self, sampling: SamplingParams) -> torch.Generator:
+    def noise_generator(self, sampling: SamplingParams) -> torch.Generator:
         """The sampling noise's generator: generate() calls with the same seed continue one stream, so a
         generation split into several calls (to check for cancellation) draws the tokens of a single call."""
         if self._random_stream is None or self._random_stream[0] != sampling.seed:
@@ -321,48 +226,43 @@ class Session(SpeculativeDecoding):
 
     def copy_row_(self, row: int, source: Session, source_row: int = 0) -> None:
         """Make `row` continue source's row: its KV prefix, GDN states, pending token and next-token logits."""
-        length = source._processed[source_row]
-        pending = source._pending[source_row]
+        length = source.processed[source_row]
+        pending = source.pending[source_row]
         if length + len(pending) > self.max_tokens:
             raise ValueError(
                 f"the source row holds {length + len(pending)} tokens, more than this session's max_tokens "
                 f"{self.max_tokens}"
             )
         self.cache.row(row).copy_prefix_(source.cache, length, source_row=source_row)
-        self._processed[row] = length
-        self._pending[row] = list(pending)
+        self.processed[row] = length
+        self.pending[row] = list(pending)
         self._last_logits[row] = source._last_logits[source_row]
-        if self._texts is not None:
-            self._texts[row] = source._texts[source_row].copy()
-        if self._head_rows is not None:
-            self._head_rows.copy_row(row, source._head_rows, source_row)
+        if self.drafts is not None:
+            self.drafts.copy_row(row, source.drafts, source_row)
 
     def clear_row_(self, row: int) -> None:
         """Empty `row` until copy_row_() fills it again (its old state stays behind until then, unread)."""
-        self._processed[row] = 0
-        self._pending[row] = []
-        if self._texts is not None:
-            self._texts[row] = NgramIndex()
-        if self._head_rows is not None:
-            self._head_rows.clear(row)
+        self.processed[row] = 0
+        self.pending[row] = []
+        if self.drafts is not None:
+            self.drafts.clear(row)
 
     @property
     def processed_lengths(self) -> list[int]:
         """Tokens of each row already run through the model (lengths less a sampled token still pending)."""
-        return list(self._processed)
+        return list(self.processed)
 
     def snapshot(self) -> Snapshot:
         """Copy the state (only the used part of the KV caches) so restore() can return to it."""
-        used = max(self._processed)
+        used = max(self.processed)
         stream = self._random_stream
         return Snapshot(
             self.cache.clone_prefix(used),
-            list(self._processed),
-            [list(p) for p in self._pending],
+            list(self.processed),
+            [list(p) for p in self.pending],
             self._last_logits.clone(),
             None if stream is None else (stream[0], stream[1].get_state()),
-            None if self._texts is None else [text.copy() for text in self._texts],
-            None if self._head_rows is None else self._head_rows.snapshot(),
+            None if self.drafts is None else self.drafts.snapshot(),
         )
 
     def restore(self, snapshot: Snapshot) -> None:
@@ -370,13 +270,11 @@ class Session(SpeculativeDecoding):
         if len(snapshot.processed) != self.batch_size:
             raise ValueError(f"snapshot has {len(snapshot.processed)} rows, this session {self.batch_size}")
         self.cache.copy_prefix_(snapshot.cache, max(snapshot.processed))
-        self._processed = list(snapshot.processed)
-        self._pending = [list(p) for p in snapshot.pending]
+        self.processed = list(snapshot.processed)
+        self.pending = [list(p) for p in snapshot.pending]
         self._last_logits.copy_(snapshot.last_logits)
-        if snapshot.texts is not None:
-            self._texts = [text.copy() for text in snapshot.texts]
-        if snapshot.draft_head is not None:
-            self._head_rows.restore(snapshot.draft_head)
+        if snapshot.drafts is not None:
+            self.drafts.restore(snapshot.drafts)
         self._random_stream = None
         if snapshot.random_stream is not None:
             seed, state = snapshot.random_stream

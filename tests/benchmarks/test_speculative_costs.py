@@ -37,3 +37,15 @@ def test_all_episodes_weigh_each_episode_by_its_decode_time():
         "speculative_tokens_per_s": 16.0,
         "speedup": 1.6,
     }
+
+
+def test_a_replayed_episode_runs_its_replies_through_verify_passes_as_the_plain_session_runs_them(tmp_path):
+    path = write_tiny_checkpoint(tmp_path / "tiny")
+    engine = Engine.load(path, EngineOptions(device="cpu", speculate="off", max_context=256))
+    speculating = speculative._speculating(engine, 4)
+    speculating.draft_budget = None  # every draft runs, whatever this machine's costs say
+    ids = [3, 4, 5, 6, 7] * 12  # replies that repeat the context: drafts from it are accepted
+    report = speculative.replay(engine, speculating, ids, [(10, 15), (30, 20)])
+    assert report["reply_tokens"] == 35
+    assert report["accepted"] > 0 and report["verify_passes"] > 0
+    assert report["max_logit_difference"] < 1e-3

@@ -132,10 +132,10 @@ def test_calls_after_the_first_run_their_pending_token_in_the_captured_step(pair
         session.append(prompts)
         sessions.append(session)
     eager_steps = []
-    step_rows = type(sessions[0])._step_rows
+    step_rows = type(sessions[0]).step_rows
     monkeypatch.setattr(
         type(sessions[0]),
-        "_step_rows",
+        "step_rows",
         lambda self, *args: (eager_steps.append(self), step_rows(self, *args))[1],
     )
     for limits, rows in (([3, 3], [0, 1]), ([4], [1]), ([2, 5], [0, 1]), ([3], [0])):

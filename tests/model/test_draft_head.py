@@ -85,11 +85,11 @@ def test_the_heads_cache_equals_one_pass_over_the_sequence(checkpoint_dirs, head
     session, outputs = _generate(engine, GREEDY)
     for row, prompt in enumerate(PROMPTS):
         sequence = list(prompt) + outputs[row]
-        filled = session._head_rows.filled[row]
+        filled = session.drafts.head.filled[row]
         assert filled >= len(sequence) - 4  # drafts kept it near the end
         fresh = engine.new_session(1, 400)
         fresh.append(sequence[:-1])  # every position whose next token is known
-        hidden = fresh._head_rows.unfilled[0][:filled]
+        hidden = fresh.drafts.head.unfilled[0][:filled]
         head_kv = [torch.zeros_like(t[:1]) for t in session.cache.kv[-1]]
         engine.draft_head.forward(
             torch.tensor([sequence[1 : filled + 1]]),

@@ -208,18 +208,19 @@ def test_mid_size_greedy_over_hundreds_of_tokens(tmp_path):
     _assert_same_state(session, plain_session)
 
 
-def test_forced_tokens_replace_the_targets_and_need_a_speculating_engine(checkpoint_dirs, plain):
-    forced = [[5, 6, 7, 5, 6, 7, 5, 6], [9, 9, 9]]
+def test_replayed_texts_replace_the_targets_within_the_block_only(checkpoint_dirs):
+    replayed = [[5, 6, 7, 5, 6, 7, 5, 6], [9, 9, 9]]
     engine = _engine(checkpoint_dirs["text_tied"], "ngram")
-    session = engine.new_session(2, 64)
-    session.append([[5, 6, 7], [1, 2]])
-    # Limits past a forced list stop at its end.
-    assert session.generate([8, 10], GREEDY, set(), forced=forced) == forced
-    assert session.speculation.accepted > 0  # "5 6 7" repeats: its drafts agree with the forced tokens
-    other = plain["text_tied"].new_session(1, 16)
-    other.append([1, 2])
-    with pytest.raises(ValueError, match="the engine must speculate"):
-        other.generate(3, GREEDY, set(), forced=[[1, 2, 3]])
+    session, reference = engine.new_session(2, 64), engine.new_session(2, 64)
+    for each in (session, reference):
+        each.append([[5, 6, 7], [1, 2]])
+    with session.decoding.replaying(replayed):
+        # Limits past a replayed text stop at its end.
+        assert session.generate([8, 10], GREEDY, set()) == replayed
+    assert session.speculation.accepted > 0  # "5 6 7" repeats: its drafts agree with the replayed tokens
+    # After the block the model chooses again: as a session fed the same tokens does.
+    reference.append(replayed)
+    assert session.generate(4, GREEDY, set()) == reference.generate(4, GREEDY, set())
 
 
 def test_auto_drafts_unless_the_steps_are_captured_or_compiled():
