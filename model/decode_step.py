@@ -15,8 +15,8 @@ from model.sampling_params import SamplingParams
 
 
 @dataclass(frozen=True)
-class DecodeBuffers:
-    """The tensors a decode step reads and writes in place, one entry per row (see decoder.Decoder)."""
+class StepBuffers:
+    """The tensors a decode step reads and writes in place, one entry per row (see decode_workspace.DecodeWorkspace)."""
 
     tokens: torch.Tensor  # the token each row feeds in
     start: torch.Tensor  # its position, the row's length so far
@@ -36,7 +36,7 @@ def is_stop(tokens: torch.Tensor, stop_ids: torch.Tensor) -> torch.Tensor:
 def decode_step(
     model: Qwen35Model,
     cache: ModelCache,
-    buffers: DecodeBuffers,
+    buffers: StepBuffers,
     stop: torch.Tensor,
     spare: int,
     sampling: SamplingParams,

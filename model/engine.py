@@ -14,7 +14,7 @@ from model.cache import ModelCache
 from model.config import Qwen35Config
 from model.cpu import chosen_dtype, on_a_thread_of_its_own, release_freed_heap, set_cpu_threads
 from model.cuda_graph import CudaGraphCapture, StepCapture
-from model.decoder import Decoder
+from model.decode_workspace import DecodeWorkspace
 from model.draft_budget import DraftBudget
 from model.draft_head import DraftHead
 from model.drafting import NgramDrafter
@@ -64,7 +64,7 @@ class Engine:
         if capture is None and options.cuda_graph and self.device.type == "cuda":
             capture = CudaGraphCapture()
         self.capture = capture
-        self._workspaces: dict[int, Decoder] = {}
+        self._workspaces: dict[int, DecodeWorkspace] = {}
         self._verify_steps: dict[int, VerifySteps] = {}
         # On a GPU the host checks for finished rows only every few tokens so the device never waits.
         self.sync_every = 8 if self.device.type == "cuda" else 1
@@ -150,19 +150,19 @@ class Engine:
         """A session of batch_size empty rows, each holding up to max_tokens (default max_context) tokens."""
         return Session(self, batch_size, max_tokens or self.max_context)
 
-    def workspace(self, batch_size: int) -> Decoder:
-        """The capturing decoder that every session of batch_size shares (see Decoder), made on first use."""
+    def workspace(self, batch_size: int) -> DecodeWorkspace:
+        """The capturing workspace that every session of batch_size shares (see DecodeWorkspace), made on first use."""
         if self.capture is None:
             raise RuntimeError("this engine captures no decode steps: sessions decode in their own caches")
-        decoder = self._workspaces.get(batch_size)
-        if decoder is None:
+        workspace = self._workspaces.get(batch_size)
+        if workspace is None:
             # The spare position, and when the engine speculates the scratch positions of a verify pass.
             spare = 1 + (MAX_DRAFT_TOKENS if self.speculates else 0)
             cache = ModelCache.allocate(
                 self.config, batch_size, self.max_context + spare, self.device, self.dtype
             )
-            decoder = self._workspaces[batch_size] = Decoder(self.model, cache, self.capture)
-        return decoder
+            workspace = self._workspaces[batch_size] = DecodeWorkspace(self.model, cache, self.capture)
+        return workspace
 
     def verify_workspace(self, batch_size: int) -> VerifySteps:
         """The captured verify passes over the workspace of batch_size (see VerifySteps), made on first use."""

@@ -10,7 +10,7 @@ import torch
 
 from benchmarks.random_checkpoint import write_tiny_checkpoint
 from model.decode_step import decode_step
-from model.decoder import Decoder
+from model.decode_workspace import DecodeWorkspace
 from model.engine import Engine
 from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
@@ -32,13 +32,19 @@ def test_the_decode_step_is_one_graph_without_breaks(engines, sampling):
     engine = engines["vl_untied_sharded"]
     session = engine.new_session(batch_size=2, max_tokens=32)
     session.append([[5, 6, 7], [8, 9, 10]])
-    decoder = Decoder(engine.model, session.cache)
-    decoder.start.fill_(3)
-    decoder.active.fill_(True)
-    decoder.limit.fill_(8)
-    step = decoder.step(sampling, 8)
+    workspace = DecodeWorkspace(engine.model, session.cache)
+    workspace.start.fill_(3)
+    workspace.active.fill_(True)
+    workspace.limit.fill_(8)
+    step = workspace.step(sampling, 8)
     explained = torch._dynamo.explain(decode_step)(
-        engine.model, session.cache.prefix(5), decoder.buffers, step.stop, decoder.spare, sampling, step.noise
+        engine.model,
+        session.cache.prefix(5),
+        workspace.buffers,
+        step.stop,
+        workspace.spare,
+        sampling,
+        step.noise,
     )
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
 

@@ -11,7 +11,7 @@ import torch
 
 from model.cache import ModelCache
 from model.cuda_graph import StepCapture
-from model.decode_step import DecodeBuffers, compiled_decode_step, decode_step
+from model.decode_step import StepBuffers, compiled_decode_step, decode_step
 from model.qwen35 import Qwen35Model
 from model.sampling import sampling_mode
 from model.sampling_params import SamplingParams
@@ -27,7 +27,7 @@ def stop_width(count: int) -> int:
 
 
 @dataclass(frozen=True)
-class DecodeStep:
+class PreparedStep:
     """One decode step and the buffers only it uses: noise (None when greedy) and the stop ids.
 
     run(kv_bound) takes a host-side bound on the KV positions the step reads and writes: an eager step
@@ -39,17 +39,17 @@ class DecodeStep:
     stop: torch.Tensor
 
 
-class Decoder:
+class DecodeWorkspace:
     """The batched one-token decode of B rows over one cache: the static buffers every step reads and writes,
-    and one step per (sampling mode, stop-list width), captured when the decoder has a StepCapture.
+    and one step per (sampling mode, stop-list width), captured when the workspace has a StepCapture.
 
-    A captured step replays fixed kernels on fixed addresses, so a capturing decoder belongs to the engine,
+    A captured step replays fixed kernels on fixed addresses, so a capturing workspace belongs to the engine,
     one per batch size, and is shared by the sessions of that size in turn (as gpt-fast and nano-vllm keep
     one static cache per batch size): generate() copies the session's state in (its used KV prefix and the
     GDN states), replays the step, and copies the new KV positions and the GDN states back. The copies cost
     O(used tokens) per generate() call, small next to the decode steps they serve, and no session's only copy
     of its state is ever in the shared cache. A session without captured steps decodes in its own cache
-    through a decoder of its own.
+    through a workspace of its own.
 
     The cache's last KV position is spare, never a real token: a row sitting out a step writes its scratch
     key at its own length (at most the spare), and a capture runs with every row sitting out at the spare
@@ -64,7 +64,7 @@ class Decoder:
         capture: StepCapture | None = None,
         compiled: bool = False,
     ) -> None:
-        """compiled: run the step through torch.compile (a decoder that does not capture)."""
+        """compiled: run the step through torch.compile (a workspace that does not capture)."""
         self.model = model
         self.cache = cache
         self.capture = capture
@@ -82,7 +82,7 @@ class Decoder:
         self.out = torch.zeros(batch, cache.max_tokens, dtype=torch.long, device=device)
         self.temperature = torch.ones(1, device=device)
         self.top_p = torch.ones(1, device=device)
-        self.buffers = DecodeBuffers(
+        self.buffers = StepBuffers(
             self.tokens,
             self.start,
             self.active,
@@ -92,13 +92,13 @@ class Decoder:
             self.temperature,
             self.top_p,
         )
-        self._steps: dict[tuple, DecodeStep] = {}
+        self._steps: dict[tuple, PreparedStep] = {}
 
     @property
     def captured(self) -> bool:
         return self.capture is not None
 
-    def step(self, sampling: SamplingParams, stop_width: int) -> DecodeStep:
+    def step(self, sampling: SamplingParams, stop_width: int) -> PreparedStep:
         """The step for sampling's mode and stop_width stop ids, made (and captured) on first use; RuntimeError
         when the capture fails."""
         mode = sampling_mode(sampling, self.model.config.vocab_size)
@@ -128,8 +128,8 @@ class Decoder:
             self.temperature.fill_(1.0)
             self.top_p.fill_(1.0)
             replay = self.capture.capture(run)
-            entry = DecodeStep(lambda kv_bound: replay(), noise, stop)
+            entry = PreparedStep(lambda kv_bound: replay(), noise, stop)
         else:
-            entry = DecodeStep(run, noise, stop)
+            entry = PreparedStep(run, noise, stop)
         self._steps[key] = entry
         return entry
