@@ -16,6 +16,16 @@ ATTACKS = [
     "SELECT id FROM bonuses ORDER BY id LIMIT (SELECT count(*) FROM customers WHERE region = 'US')",
     "SELECT id FROM bonuses ORDER BY id LIMIT 1 OFFSET (SELECT count(*) FROM secrets)",
     "SELECT id FROM bonuses ORDER BY id LIMIT (SELECT max(length(email)) FROM customers) - 20",
+    # Aggregates counted, grouped or ordered by hidden data: FILTER, GROUPING SETS and ROLLUP, an ORDER BY or a
+    # division whose value or error comes from a hidden column or table.
+    "SELECT count(*) FILTER (WHERE email LIKE '%@%') FROM customers",
+    "SELECT region, count(*) FILTER (WHERE margin > 0) FROM orders GROUP BY region",
+    "SELECT region, count(*) FROM customers GROUP BY ROLLUP (region)",
+    "SELECT region, email, count(*) FROM customers GROUP BY GROUPING SETS ((region), (email))",
+    "SELECT id FROM bonuses ORDER BY (SELECT count(*) FROM secrets WHERE secrets.id = bonuses.id), id",
+    "SELECT id FROM orders ORDER BY margin, id",
+    "SELECT 1 / (SELECT count(*) FROM customers WHERE email = 'nobody') AS x",
+    "SELECT sum(total) / nullif(sum(margin), 0) FROM orders",
     # A CTE named like a table, in another scope than the table's reference.
     "SELECT secrets.token FROM secrets, (WITH secrets AS (SELECT 1 AS x) SELECT x FROM secrets) z",
     "SELECT c.name FROM customers c, (WITH customers AS (SELECT 1 AS x) SELECT x FROM customers) z",
