@@ -31,9 +31,9 @@ class RowDrafts:
             text.extend(row)
 
     def add_hidden(self, row: int, hidden: torch.Tensor) -> None:
-        """The trunk's final hidden states [n, H] of the row's next n positions, for the draft head."""
-        if self.head is not None:
-            self.head.add(row, hidden)
+        """The trunk's final hidden states [n, H] of the row's next n positions, for the draft head (the session
+        hands them over only when there is one)."""
+        self.head.add(row, hidden)
 
     def copy_row(self, row: int, source: RowDrafts, source_row: int) -> None:
         self.texts[row] = source.texts[source_row].copy()
