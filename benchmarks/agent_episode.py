@@ -22,8 +22,10 @@ from typing import Any
 
 import configargparse
 
+from benchmarks import tables
 from benchmarks.eval.datasets import load_questions
 from benchmarks.plots import RESULTS_DIR, grouped_bars, stacked_bars
+from benchmarks.tables import CurrentTable, ratio
 from dbtools.engines import open_database
 from mcp_server.agent import Agent, AgentConfig
 from mcp_server.agent.chat_format import END_OF_TURN, ChatFormat
@@ -382,6 +384,48 @@ def draw_plots(out: Path, episodes: list[dict[str, Any]]) -> None:
     )
 
 
+def current(episodes: list[dict], machine: str, date: str) -> CurrentTable:
+    """Where each episode's time went, and what re-sending the whole prompt every turn would have cost."""
+    rows = [
+        [
+            e["question_id"],
+            str(e["rounds"]),
+            str(e["tool_calls"]),
+            f"{e['generated_tokens']:,}",
+            f"{e['wall_s']:.2f}",
+            f"{e['prefill_s']:.2f}",
+            f"{e['decode_s']:.2f}",
+            f"{e['db_s']:.2f}",
+            ratio(e["resend_tokens"], e["processed_tokens"]),
+            ratio(e["resend_prefill_s"], e["kept_prefill_s"]),
+        ]
+        for e in episodes
+    ]
+    return CurrentTable(
+        key="agent_episode",
+        title="Agent episode",
+        section="Agent episode: where the time goes, and prefill saved by keeping state (`python -m benchmarks.agent_episode`)",
+        command="python -m benchmarks.agent_episode",
+        machine=machine,
+        date=date,
+        columns=[
+            "question",
+            "rounds",
+            "calls",
+            "generated",
+            "wall s",
+            "model prefill s",
+            "model decode s",
+            "database s",
+            "tokens run: re-send / kept",
+            "prefill s: re-send / kept",
+        ],
+        rows=rows,
+        note="Replies replayed from scripts shaped like the trained model's, each token forced through the engine as "
+        "one decode step; tool calls run for real on the demo database.",
+    )
+
+
 def build_parser() -> configargparse.ArgumentParser:
     parser = configargparse.ArgumentParser(
         prog="python -m benchmarks.agent_episode", description=__doc__.split("\n")[0]
@@ -407,6 +451,12 @@ def build_parser() -> configargparse.ArgumentParser:
         default=str(RESULTS_DIR),
         env_var="SQLSCOUT_BENCH_OUT",
         help="folder for agent_episode.json and agent_episode.png",
+    )
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        env_var="SQLSCOUT_BENCH_NO_RECORD",
+        help="leave the current table in benchmarks/results/current/ as it is",
     )
     return parser
 
@@ -442,6 +492,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"wrote agent_episode.json, agent_episode.png and agent_episode_tokens.png to {out}", file=sys.stderr
     )
+    if not args.no_record:
+        tables.record(current(episodes, tables.machine(), tables.now()))
     return 0
 
 

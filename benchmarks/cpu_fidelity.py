@@ -22,8 +22,10 @@ from pathlib import Path
 import configargparse
 import torch
 
+from benchmarks import tables
 from benchmarks.model_results import record_section
 from benchmarks.random_checkpoint import write_tiny_checkpoint
+from benchmarks.tables import CurrentTable
 from model.cache import ModelCache
 from model.cpu_weights import QUANTIZED_KINDS, CpuWeight
 from model.engine import Engine
@@ -153,6 +155,44 @@ def compare(model_dir: Path, prompt_tokens: int, greedy_tokens: int, llama_cpp: 
     return result
 
 
+def current(results: dict[str, dict], date: str) -> CurrentTable:
+    """How far each kind of weights moves the largest checkpoint's logits, llama.cpp's files beside them."""
+    checkpoint, result = next(iter(results.items()))
+    rows = []
+    for name in (*QUANTIZED, "fp32"):
+        weight_error = result["weight_relative_error"].get(name)
+        rows.append(
+            [name, "–" if weight_error is None else f"{weight_error:.4f}", *_logit_cells(result[name])]
+        )
+    rows += [[f"llama.cpp {kind}", "–", *_logit_cells(r)] for kind, r in result["llama_cpp"].items()]
+    return CurrentTable(
+        key="cpu_fidelity",
+        title="CPU weights: fidelity",
+        section=SECTION,
+        command="python -m benchmarks.cpu_fidelity",
+        machine=platform.machine(),
+        date=date,
+        columns=[
+            "weights",
+            "weights rel. error",
+            "next-token logits max error",
+            "all-position logits rel. error",
+            "top-1 agreement",
+        ],
+        rows=rows,
+        note=f"{checkpoint}, random weights, against the same checkpoint with bf16 weights; llama.cpp's rows are "
+        "its logits from its own files of the checkpoint.",
+    )
+
+
+def _logit_cells(r: dict) -> list[str]:
+    return [
+        f"{r['next_logits_max_error']:.4f}",
+        f"{r['logits_relative_error']:.4f}",
+        f"{r['top1_agreement']:.1%}",
+    ]
+
+
 def report(results: dict[str, dict], prompt_tokens: int, greedy_tokens: int) -> str:
     lines = [
         f"Machine: {platform.machine()}; date {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}. Random "
@@ -249,6 +289,7 @@ def main(argv: list[str] | None = None) -> None:
     text = report(results, args.prompt_tokens, args.greedy_tokens)
     if not args.no_record:
         record_section(SECTION, text)
+        tables.record(current(results, tables.now()))
     print(text)
 
 

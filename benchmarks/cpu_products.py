@@ -11,14 +11,15 @@ multiplies bf16 natively, else fp32 against the matrix widened once). GB/s count
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+from benchmarks import tables
+from benchmarks.model_results import record_section
+from benchmarks.tables import CurrentTable, markdown_table
 
 SHAPE = (6144, 2048)
 KINDS = ("bfloat16", "int8", "int4", "int6")
@@ -70,40 +71,44 @@ def measure(level: str, threads: int) -> dict:
     }
 
 
-def cpu_name() -> str:
-    """The CPU's model name as Linux reports it, else the architecture."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.machine()
-
-
-def report(results: list[dict], threads: int) -> str:
-    header = (
-        "| level | instructions | torch peer | " + " | ".join(f"{k} GB/s (x torch)" for k in KINDS) + " |"
-    )
-    lines = [
-        f"Machine: {cpu_name()}, {threads} threads; date "
-        f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}. `python -m benchmarks.cpu_products`. One row of "
-        f"fp32 activations against a {SHAPE[0]} x {SHAPE[1]} matrix as the engine stores it; the peer is torch's "
-        "F.linear on the same bf16 matrix at the same level (bf16 activations where the level has native bf16, "
-        "else fp32), measured in the same rounds. GB/s counts stored bytes (torch's: the bf16 matrix's); the ratio "
-        "is torch's time over ours.",
-        "",
-        header,
-        "|---|---|---|" + "--:|" * len(KINDS),
-    ]
+def current(results: list[dict], threads: int, date: str) -> CurrentTable:
+    """GB/s of each stored kind at each level, with torch's product of the same matrix beside it."""
+    rows = []
     for result in results:
         rates, seconds = result["gb_per_s"], result["seconds"]
         cells = [f"{rates[kind]:.1f} ({seconds['torch'] / seconds[kind]:.2f}x)" for kind in KINDS]
-        lines.append(
-            f"| {result['level']} | {result['instructions']} | {result['peer_dtype']}, "
-            f"{rates['torch']:.1f} GB/s | {' | '.join(cells)} |"
+        rows.append(
+            [
+                result["level"],
+                result["instructions"],
+                f"{result['peer_dtype']}, {rates['torch']:.1f} GB/s",
+                *cells,
+            ]
         )
-    return "\n".join(lines)
+    return CurrentTable(
+        key="cpu_products",
+        title="CPU weight products per instruction set",
+        section=SECTION,
+        command="python -m benchmarks.cpu_products",
+        machine=f"{tables.cpu_name()}, {threads} threads",
+        date=date,
+        columns=["level", "instructions", "torch peer", *(f"{kind} GB/s (x torch)" for kind in KINDS)],
+        rows=rows,
+    )
+
+
+def report(table: CurrentTable) -> str:
+    return "\n".join(
+        [
+            f"Machine: {table.machine}; date {table.date}. `python -m benchmarks.cpu_products`. One row of fp32 "
+            f"activations against a {SHAPE[0]} x {SHAPE[1]} matrix as the engine stores it; the peer is torch's "
+            "F.linear on the same bf16 matrix at the same level (bf16 activations where the level has native bf16, "
+            "else fp32), measured in the same rounds. GB/s counts stored bytes (torch's: the bf16 matrix's); the ratio "
+            "is torch's time over ours.",
+            "",
+            markdown_table(table.columns, table.rows),
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -133,11 +138,11 @@ def main(argv: list[str] | None = None) -> None:
         if done.returncode != 0:
             raise RuntimeError(f"level {level} failed:\n{done.stderr[-3000:]}")
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    text = report(results, args.threads)
+    table = current(results, args.threads, tables.now())
+    text = report(table)
     if not args.no_record:
-        from benchmarks.model_results import record_section
-
         record_section(SECTION, text)
+        tables.record(table)
     print(text)
 
 

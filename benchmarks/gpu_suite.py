@@ -3,15 +3,17 @@ make (graph replay vs eager, Triton vs torch at real shapes), a whole ask episod
 real size, end-to-end decode, speculative decoding, and a kernel-by-kernel profile of the engine's passes.
 
 `python -m benchmarks.gpu_suite --out DIR` writes summary.md, kernels.csv, kernels.png, kernel_tests.log,
-gpu_checks.log/.json, gpu_ask.log/.json, model_decode.log/.json, speculative.log/.json and gpu_profile.log/.json
-into DIR and prints the summary last, in under 9 minutes on an H200 (--budget: a step gets what is left of it when
+gpu_checks.log/.json, gpu_ask.log/.json, model_decode.log/.json, speculative.log/.json, gpu_profile.log/.json and
+current.json (its current table: `python -m benchmarks.tables --add DIR/current.json` records it) into DIR and prints the summary last, in under 9 minutes on an H200 (--budget: a step gets what is left of it when
 that is less than its own limit).
 Needs torch, triton, numpy, pytest and transformers (which writes the random checkpoints); matplotlib optional.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import json
 import logging
 import math
 import os
@@ -24,6 +26,7 @@ from pathlib import Path
 import configargparse
 import torch
 
+from benchmarks.gpu_current import gpu_table
 from benchmarks.kernels.harness import Measurement
 from benchmarks.kernels.runner import OPS, run
 
@@ -111,8 +114,7 @@ def _machine() -> str:
     import triton
 
     return (
-        f"{gpu}; torch {torch.__version__}, triton {triton.__version__}, Python {platform.python_version()}; "
-        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
+        f"{gpu}; torch {torch.__version__}, triton {triton.__version__}, Python {platform.python_version()}"
     )
 
 
@@ -230,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         [
             "# GPU suite",
             "",
-            f"Machine: {_machine()}. Total {time.monotonic() - began:.0f} s.",
+            f"Machine: {_machine()}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. "
+            f"Total {time.monotonic() - began:.0f} s.",
             "",
             f"Kernel tests (tests/kernels but the C++ CPU kernels', fp32 and bf16 storage): {tests}",
             "",
@@ -268,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     (out / "summary.md").write_text(summary)
+    # The suite runs on a machine of its own: its table comes back in out, for `python -m benchmarks.tables --add`.
+    table = gpu_table(out, _machine(), f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
+    (out / "current.json").write_text(json.dumps(dataclasses.asdict(table), indent=1) + "\n")
     print(summary)
     passed = tests.startswith(("passed", "skipped")) and checks.startswith("ok") and ask.startswith("ok")
     return 0 if passed else 1

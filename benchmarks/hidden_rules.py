@@ -2,7 +2,7 @@
 a hidden table and a row filter) against the same tasks with none, each tool called in this process so that the
 ratio is the catalog filtering and query rewriting alone.
 
-Usage: `python -m benchmarks.hidden_rules [--repeats N]`; the PostgreSQL run needs the throwaway server
+Usage: `python -m benchmarks.hidden_rules [--repeats N] [--no-record]`; the PostgreSQL run needs the throwaway server
 (`--pg-throwaway`), as the peers benchmark does.
 """
 
@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import configargparse
 
+from benchmarks import tables
 from benchmarks.peers.tasks import (
     BIG_RESULT,
     BIG_SQL,
@@ -26,6 +27,7 @@ from benchmarks.peers.tasks import (
     TASKS,
 )
 from benchmarks.servers.postgres import PostgresServer
+from benchmarks.tables import CurrentTable, markdown_table
 from dbtools.access.rules import VisibilityRules
 from dbtools.demo import default_demo_path
 from dbtools.demo.postgres import load_postgres
@@ -40,6 +42,7 @@ RULES = VisibilityRules(
     hidden_columns=("customers.email", "customers.phone", "customers.date_of_birth", "orders.notes"),
     row_filters=(("orders", "status <> 'cancelled'"),),
 )
+COLUMNS = ["engine", "task", "no rules", "with rules", "ratio"]
 LIMITS = ServerLimits(timeout=30.0, max_rows=ROW_CAP, pool_size=4, connect_timeout=5)
 
 
@@ -94,13 +97,33 @@ def measure(dsn: str, repeats: int) -> dict[str, tuple[float, float]]:
         hidden.close()
 
 
-def report(engine: str, rows: dict[str, tuple[float, float]]) -> None:
-    print(f"\n{engine}: | task | no rules | with rules | ratio |")
-    print("|---|--:|--:|--:|")
-    for task, (without, with_rules) in rows.items():
-        ratio = f"{with_rules / without:.2f}x" if without else "–"
-        shown = f"{without:.2f} ms" if without else "–"
-        print(f"| {task} | {shown} | {with_rules:.2f} ms | {ratio} |")
+def table_rows(engine: str, rows: dict[str, tuple[float, float]]) -> list[list[str]]:
+    """A row per task: without rules, with them and the ratio ('–' where a task runs only with rules)."""
+    return [
+        [
+            engine,
+            task,
+            f"{without:.2f} ms" if without else "–",
+            f"{with_rules:.2f} ms",
+            f"{with_rules / without:.2f}x" if without else "–",
+        ]
+        for task, (without, with_rules) in rows.items()
+    ]
+
+
+def current(rows: list[list[str]]) -> CurrentTable:
+    return CurrentTable(
+        key="hidden_rules",
+        title="What hiding costs",
+        section="What hiding costs (`python -m benchmarks.hidden_rules --pg-throwaway`)",
+        command="python -m benchmarks.hidden_rules --pg-throwaway",
+        machine=tables.machine(),
+        date=tables.now(),
+        columns=COLUMNS,
+        rows=rows,
+        note="Each tool called in this process on the demo database, median of the repeats; the rules hide four "
+        "columns and two table patterns and filter the rows of `orders`.",
+    )
 
 
 def main() -> None:
@@ -114,15 +137,24 @@ def main() -> None:
         env_var="SQLSCOUT_BENCH_PG_THROWAWAY",
         help="also on the demo database loaded into a throwaway PostgreSQL server",
     )
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        env_var="SQLSCOUT_BENCH_NO_RECORD",
+        help="print only, leave the current table in benchmarks/results/current/ as it is",
+    )
     args = parser.parse_args()
-    report("SQLite", measure(str(default_demo_path()), args.repeats))
+    rows = table_rows("SQLite", measure(str(default_demo_path()), args.repeats))
     if args.pg_throwaway:
         server = PostgresServer()
         try:
             load_postgres(server.start(), default_demo_path())
-            report("PostgreSQL", measure(server.dsn, args.repeats))
+            rows += table_rows("PostgreSQL", measure(server.dsn, args.repeats))
         finally:
             server.stop()
+    print(markdown_table(COLUMNS, rows))
+    if not args.no_record:
+        tables.record(current(rows))
 
 
 if __name__ == "__main__":

@@ -22,8 +22,10 @@ import anyio
 import configargparse
 from mcp import Client, StdioServerParameters
 
+from benchmarks import tables
 from benchmarks.plots import RESULTS_DIR, grouped_bars
 from benchmarks.servers.ports import free_port
+from benchmarks.tables import CurrentTable
 from dbtools.demo import default_demo_path
 from dbtools.engines import open_database
 from dbtools.sources import SourceSet
@@ -178,6 +180,33 @@ def render(summary: dict[str, dict[str, dict[str, float]]]) -> str:
     return "\n".join(lines)
 
 
+def current(summary: dict[str, dict[str, dict[str, float]]], machine: str, date: str) -> CurrentTable:
+    """Median milliseconds per tool and transport, and what each transport adds to the direct call."""
+    transports = [t for t in summary if t != "direct"]
+    rows = [
+        [
+            tool,
+            *(f"{summary[t][tool]['median_ms']:.2f}" for t in summary),
+            *(
+                f"{summary[t][tool]['median_ms'] - summary['direct'][tool]['median_ms']:.2f}"
+                for t in transports
+            ),
+        ]
+        for tool in CALLS
+    ]
+    return CurrentTable(
+        key="mcp_latency",
+        title="MCP round trip per tool",
+        section="MCP round trip per tool (`python -m benchmarks.mcp_latency`)",
+        command="python -m benchmarks.mcp_latency",
+        machine=machine,
+        date=date,
+        columns=["tool", *(f"{t} ms" for t in summary), *(f"{t} adds ms" for t in transports)],
+        rows=rows,
+        note="Medians on the demo database; `direct` is the tool's method called in the server's own process.",
+    )
+
+
 def draw_plot(out: Path, summary: dict[str, dict[str, dict[str, float]]]) -> None:
     """mcp_latency.png: median milliseconds per tool, one bar per transport."""
     grouped_bars(
@@ -211,6 +240,12 @@ def build_parser() -> configargparse.ArgumentParser:
         env_var="SQLSCOUT_BENCH_OUT",
         help="folder for mcp_latency.json and mcp_latency.png",
     )
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        env_var="SQLSCOUT_BENCH_NO_RECORD",
+        help="leave the current table in benchmarks/results/current/ as it is",
+    )
     return parser
 
 
@@ -230,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     draw_plot(out, summary)
     print(f"wrote {out / 'mcp_latency.json'} and {out / 'mcp_latency.png'}", file=sys.stderr)
+    if not args.no_record:
+        tables.record(current(summary, tables.machine(), tables.now()))
     return 0
 
 

@@ -32,9 +32,11 @@ from pathlib import Path
 import configargparse
 import torch
 
+from benchmarks import tables
 from benchmarks.llama_cpp.bench import BENCH_PEERS
 from benchmarks.model_results import record_section
 from benchmarks.real_size_cpu import APPEND_CONTEXT, PROMPT_TOKENS, ROUND_TOKENS, VARIANTS
+from benchmarks.tables import CurrentTable, cell, ratio
 from benchmarks.weight_stream import weight_stream
 from kernels import cpu as cpu_kernels
 from kernels.cpu import isa
@@ -155,6 +157,43 @@ def run(prompt_tokens: int = 256, new_tokens: int = 64, repeats: int = 5, thread
     }
 
 
+def current(results: list[dict], machine: str, date: str) -> CurrentTable:
+    """Prefill and decode against transformers per thread count."""
+    first = results[0]
+    same = "identical to" if all(r["same_greedy_tokens"] for r in results) else "not all identical to"
+    return CurrentTable(
+        key="model_cpu",
+        title="Model engine on a small random model (CPU)",
+        section=SECTION,
+        command="python -m benchmarks.model_cpu",
+        machine=machine,
+        date=date,
+        columns=[
+            "threads",
+            "prefill ms",
+            "transformers prefill ms",
+            "prefill speed-up",
+            "decode tokens/s",
+            "transformers decode tokens/s",
+            "decode speed-up",
+        ],
+        rows=[
+            [
+                str(r["threads"]),
+                cell(r["ours_prefill_ms"], 1),
+                cell(r["transformers_prefill_ms"], 1),
+                f"{r['prefill_ratio']:.2f}x",
+                cell(r["ours_decode_tokens_per_s"], 1),
+                cell(r["transformers_decode_tokens_per_s"], 1),
+                f"{r['decode_ratio']:.2f}x",
+            ]
+            for r in results
+        ],
+        note=f"{first['config']}; a {first['prompt_tokens']}-token prompt and {first['new_tokens']} greedy tokens, "
+        f"{same} transformers'.",
+    )
+
+
 def report(results: list[dict]) -> str:
     """The RESULTS.md section: one row per thread count, then the weight-streaming bound next to each ratio."""
     first = results[0]
@@ -218,13 +257,17 @@ def real_size_kind() -> tuple[str, str]:
     return NO_NATIVE_BF16_KINDS.get(capability, (f"{capability}, no native bf16", capability.lower()))
 
 
+def real_size_section(kind: str) -> str:
+    return f"Model engine at the real Qwen3.5-2B size (CPU, {kind})"
+
+
 def real_size_outputs() -> tuple[str, Path, Path]:
     """This CPU kind's RESULTS.md section title, raw numbers file and plot file for the real-size run."""
     from benchmarks.plots import RESULTS_DIR
 
     kind, suffix = real_size_kind()
     return (
-        f"Model engine at the real Qwen3.5-2B size (CPU, {kind})",
+        real_size_section(kind),
         RESULTS_DIR / f"model_cpu_real_size_{suffix}.json",
         RESULTS_DIR / f"model_cpu_real_size_{suffix}.png",
     )
@@ -234,7 +277,7 @@ def run_real_size(threads: list[int], variants: list[str], rounds: int, peers: l
     """Per thread count, one process measuring every variant side by side with transformers bf16 and with each of
     the llama.cpp forks named in peers on the matching file type (the forks built and the checkpoint converted once
     into the cache directory); then, with llama.cpp among them, one `ask` through llama-server.
-    {"engines": [...], "llama_server_ask": ...}"""
+    {"machine": ..., "date": ..., "engines": [...], "llama_server_ask": ...}"""
     from benchmarks.real_size_checkpoint import real_size_checkpoint
     from dbtools.cache import cache_dir
 
@@ -245,7 +288,7 @@ def run_real_size(threads: list[int], variants: list[str], rounds: int, peers: l
         from benchmarks.llama_cpp.convert import gguf_files
 
         ggufs = gguf_files(model_dir)
-    results = []
+    results, stamp = [], {"machine": tables.machine(), "date": tables.now()}
     for count in threads:
         command = [
             sys.executable, "-m", "benchmarks.real_size_cpu", "--model", str(model_dir), "--threads", str(count),
@@ -259,8 +302,8 @@ def run_real_size(threads: list[int], variants: list[str], rounds: int, peers: l
         results += json.loads(done.stdout.strip().splitlines()[-1])
         # Written after every thread count, so that an interrupted run keeps what it measured.
         raw.parent.mkdir(parents=True, exist_ok=True)
-        raw.write_text(json.dumps({"engines": results}, indent=1))
-    run = {"engines": results, "llama_server_ask": None}
+        raw.write_text(json.dumps({**stamp, "engines": results}, indent=1))
+    run = {**stamp, "engines": results, "llama_server_ask": None}
     if "llama.cpp" in peers:
         from benchmarks.llama_cpp.ask import ask_through_llama_server
 
@@ -305,6 +348,65 @@ def report_peers(results: list[dict]) -> list[str]:
             f"{ours_gb * r['decode_tokens_per_s']:.1f} / {peer_gb * peer['decode_tokens_per_s']:.1f} |"
         )
     return lines
+
+
+def _versus(measured: dict[str, dict], peers: list[str], rate: str, ours: float, digits: int) -> list[str]:
+    """Each peer's rate and our speed-up over it, or a dash where the row has no such peer."""
+    return [
+        f"{cell(measured[name][rate], digits)} ({ratio(ours, measured[name][rate])})"
+        if name in measured
+        else "–"
+        for name in peers
+    ]
+
+
+def current_real_size(results: list[dict], kind: tuple[str, str], machine: str, date: str) -> CurrentTable:
+    """Each variant's decode and prefill tokens/s, and each llama.cpp fork's on the matching file with our speed-up;
+    the README's headline: the variants' decode speed-ups against each fork at the most threads."""
+    peers = list(dict.fromkeys(peer["engine"] for r in results for peer in r.get("peers", [])))
+    columns = ["threads", "engine", "file", "decode tokens/s", *peers, "prefill tokens/s", *peers]
+    rows, headline = [], []
+    for r in results:
+        measured = {peer["engine"]: peer for peer in r.get("peers", [])}
+        ours_prefill = PROMPT_TOKENS / r["prefill_s"]
+        file = next(iter(measured.values()))["type"] if measured else "–"
+        engine = r["variant"].removeprefix("sqlscout-").replace("-bf16", " (bf16)")
+        rows.append(
+            [
+                str(r["threads"]),
+                engine,
+                file,
+                cell(r["decode_tokens_per_s"]),
+                *_versus(measured, peers, "decode_tokens_per_s", r["decode_tokens_per_s"], 2),
+                cell(ours_prefill, 1),
+                *_versus(measured, peers, "prefill_tokens_per_s", ours_prefill, 1),
+            ]
+        )
+    most = [r for r in results if r["threads"] == max(r["threads"] for r in results) and r.get("peers")]
+    for name in peers:
+        pairs = [(r, peer) for r in most for peer in r["peers"] if peer["engine"] == name]
+        headline.append(
+            [
+                f"CPU decode tokens/s, {' / '.join(r['variant'].removeprefix('sqlscout-') for r, _ in pairs)}",
+                f"{kind[0]}: {machine}, {most[0]['threads']} threads",
+                " / ".join(cell(r["decode_tokens_per_s"]) for r, _ in pairs),
+                f"{name} {' / '.join(cell(peer['decode_tokens_per_s']) for _, peer in pairs)}",
+                " / ".join(ratio(r["decode_tokens_per_s"], peer["decode_tokens_per_s"]) for r, peer in pairs),
+            ]
+        )
+    return CurrentTable(
+        key=f"model_cpu_real_size_{kind[1]}",
+        title=f"Qwen3.5-2B on a CPU ({kind[0]})",
+        section=real_size_section(kind[0]),
+        command="python -m benchmarks.model_cpu --real-size",
+        machine=machine,
+        date=date,
+        columns=columns,
+        rows=rows,
+        note="Peers: `file` is the GGUF each fork read (BF16, Q8_0, Q4_K_M against the default, int8 and int4); "
+        "each peer cell is its tokens/s and, in brackets, how many times faster sqlscout is.",
+        headline=headline,
+    )
 
 
 def report_ask(ask: dict | None) -> list[str]:
@@ -479,11 +581,14 @@ def main(argv: list[str] | None = None) -> None:
         text = "\n".join([text, *report_ask(measured.get("llama_server_ask"))])
         if not args.no_record:
             record_section(section, text)
+            tables.record(current_real_size(results, real_size_kind(), measured["machine"], measured["date"]))
         print(text)
         return
-    text = report([run(args.prompt_tokens, args.new_tokens, args.repeats, n) for n in args.threads])
+    results = [run(args.prompt_tokens, args.new_tokens, args.repeats, n) for n in args.threads]
+    text = report(results)
     if not args.no_record:
         record_section(SECTION, text)
+        tables.record(current(results, tables.machine(), tables.now()))
     print(text)
 
 

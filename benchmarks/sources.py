@@ -5,7 +5,7 @@ call direct.
 Starts throwaway PostgreSQL and OpenSSH servers on loopback (Debian's packages, as the tests do) and the
 server over streamable HTTP as a subprocess; a real MCP client times the calls. The peer of each row is
 measured in the same run: one source for the 20, the direct connection for the tunnel.
-Usage: `python -m benchmarks.sources [--calls N]`.
+Usage: `python -m benchmarks.sources [--calls N] [--no-record]`.
 """
 
 from __future__ import annotations
@@ -23,13 +23,16 @@ import anyio
 import configargparse
 from mcp import Client
 
+from benchmarks import tables
 from benchmarks.servers.ports import free_port
 from benchmarks.servers.postgres import PostgresServer
 from benchmarks.servers.sshd import SshServer
+from benchmarks.tables import CurrentTable, markdown_table
 from dbtools.demo import default_demo_path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 QUERY = {"sql": "SELECT count(*) FROM pg_class"}
+COLUMNS = ["sources", "listening after", "RSS before a call", "RSS with every source open"]
 
 
 def rss_mib(pid: int) -> float:
@@ -116,18 +119,22 @@ async def call_latency_ms(config: Path, calls: int) -> float:
         server.stop()
 
 
-async def main(calls: int) -> None:
+async def main(calls: int, record: bool) -> None:
     folder = Path(tempfile.mkdtemp(prefix="sqlscout-sources-bench-"))
     postgres, sshd = PostgresServer(), SshServer()
     try:
         rows = [await startup_row(folder, count) for count in (1, 20)]
         one, twenty = rows
-        print("| sources | listening after | RSS before a call | RSS with every source open |")
-        print("|--:|--:|--:|--:|")
-        for row in rows:
-            print(
-                f"| {row['sources']} | {row['listening_s']:.2f} s | {row['idle_mib']:.0f} MiB | {row['opened_mib']:.0f} MiB |"
-            )
+        cells = [
+            [
+                str(r["sources"]),
+                f"{r['listening_s']:.2f} s",
+                f"{r['idle_mib']:.0f} MiB",
+                f"{r['opened_mib']:.0f} MiB",
+            ]
+            for r in rows
+        ]
+        print(markdown_table(COLUMNS, cells))
         print(
             f"20 against 1 source: start-up {twenty['listening_s'] / one['listening_s']:.2f}x, memory with every "
             f"source open +{twenty['opened_mib'] - one['opened_mib']:.0f} MiB "
@@ -144,10 +151,25 @@ async def main(calls: int) -> None:
         )
         direct_ms = await call_latency_ms(direct, calls)
         tunnel_ms = await call_latency_ms(tunnelled, calls)
-        print(
-            f"run_query on PostgreSQL, median of {calls}: direct {direct_ms:.2f} ms, through the SSH tunnel "
-            f"{tunnel_ms:.2f} ms ({tunnel_ms / direct_ms:.2f}x)"
+        tunnel = (
+            f"`run_query` on PostgreSQL, median of {calls} calls: direct {direct_ms:.2f} ms, through an SSH tunnel "
+            f"{tunnel_ms:.2f} ms ({tunnel_ms / direct_ms:.2f}x)."
         )
+        print(tunnel)
+        if record:
+            tables.record(
+                CurrentTable(
+                    key="sources",
+                    title="Many sources in one server",
+                    section="Many sources in one server (`python -m benchmarks.sources`)",
+                    command="python -m benchmarks.sources",
+                    machine=tables.machine(),
+                    date=tables.now(),
+                    columns=COLUMNS,
+                    rows=cells,
+                    note=tunnel,
+                )
+            )
     finally:
         sshd.stop()
         postgres.stop()
@@ -159,4 +181,11 @@ if __name__ == "__main__":
     parser.add_argument(
         "--calls", type=int, default=50, env_var="SQLSCOUT_BENCH_CALLS", help="timed calls a row"
     )
-    anyio.run(main, parser.parse_args().calls)
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        env_var="SQLSCOUT_BENCH_NO_RECORD",
+        help="print only, leave the current table in benchmarks/results/current/ as it is",
+    )
+    args = parser.parse_args()
+    anyio.run(main, args.calls, not args.no_record)

@@ -25,9 +25,11 @@ from pathlib import Path
 import configargparse
 import torch
 
+from benchmarks import tables
 from benchmarks.agent_episode import SCRIPTS, ForcedReplayPolicy
 from benchmarks.model_decode import SHAPES, build_checkpoint, timed
 from benchmarks.real_size_checkpoint import real_size_checkpoint
+from benchmarks.tables import CurrentTable
 from dbtools.cache import cache_dir
 from model.cache import StateTrail
 from model.engine import Engine
@@ -268,6 +270,46 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
+def current(report: dict) -> CurrentTable:
+    """Plain against speculative decoding over all replayed episodes, per variant and draft length; the README's
+    headline: each variant at its first draft length."""
+    rows, headline = [], []
+    for variant, result in report["variants"].items():
+        for tokens, episodes in result["episodes"].items():
+            total = all_episodes(episodes)
+            rows.append(
+                [
+                    variant,
+                    tokens.removeprefix("K="),
+                    f"{total['plain_tokens_per_s']:.2f}",
+                    f"{total['speculative_tokens_per_s']:.2f}",
+                    f"{total['speedup']:.2f}x",
+                ]
+            )
+    firsts = [next(row for row in rows if row[0] == variant) for variant in report["variants"]]
+    headline.append(
+        [
+            f"speculative decoding of agent replies ({' / '.join(row[0] for row in firsts)} weights)",
+            report["machine"],
+            " / ".join(row[3] for row in firsts) + " tokens/s",
+            "plain decoding " + " / ".join(row[2] for row in firsts),
+            " / ".join(row[4] for row in firsts),
+        ]
+    )
+    return CurrentTable(
+        key="speculative",
+        title="Speculative decoding at the real size",
+        section="Speculative decoding at the real Qwen3.5-2B size (CPU) (`python -m benchmarks.speculative`)",
+        command="python -m benchmarks.speculative",
+        machine=report["machine"],
+        date=report["date"],
+        columns=["weights", "K", "plain tokens/s", "speculative tokens/s", "speed-up"],
+        rows=rows,
+        note="The replayed episodes' reply tokens over their decode time; the same tokens either way.",
+        headline=headline,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = configargparse.ArgumentParser(
         prog="python -m benchmarks.speculative", description=__doc__.split("\n")[0]
@@ -305,6 +347,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--out", env_var="SQLSCOUT_BENCH_OUT", help="also write speculative.json into this folder"
+    )
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        env_var="SQLSCOUT_BENCH_NO_RECORD",
+        help="leave the current table in benchmarks/results/current/ as it is",
     )
     args = parser.parse_args(argv)
     torch.manual_seed(0)
@@ -346,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
         (Path(args.out) / "speculative.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
     print(render(report))
+    if not args.no_record:
+        tables.record(current(report))
     return 0
 
 

@@ -20,7 +20,10 @@ from pathlib import Path
 import configargparse
 import psycopg
 
+from benchmarks import tables
+from benchmarks.model_results import record_section
 from benchmarks.servers.postgres import PostgresServer
+from benchmarks.tables import CurrentTable, markdown_table
 from dbtools.cache import cache_dir
 from dbtools.demo import GENERATOR_VERSION, build_demo
 from dbtools.demo.postgres import load_postgres
@@ -30,8 +33,17 @@ from dbtools.value_search.store import fold, is_text_type
 
 log = logging.getLogger("benchmarks.value_search")
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
-SECTION = "## Value search (`python -m benchmarks.value_search`)"
+SECTION = "Value search (`python -m benchmarks.value_search`)"
+COLUMNS = [
+    "engine",
+    "index build (s)",
+    "lookups/s",
+    "median ms",
+    "p95 ms",
+    "source value found",
+    "full scan median ms",
+    "speed-up (scan / median)",
+]
 TARGET_MS = 50.0
 # Columns the lookups are drawn from: names, places, codes and statuses people ask about.
 QUERY_SOURCES = [
@@ -152,36 +164,64 @@ def _machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores{memory}, Python {platform.python_version()}"
 
 
-def write_results(rows: list[dict], total_rows: int, queries: int, scans: int) -> str:
-    lines = [
-        SECTION,
-        "",
-        f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}, {_machine()}. Demo database (generator "
-        f"v{GENERATOR_VERSION}) with {total_rows:,} rows; {queries} lookups (exact, other case, substring, "
-        f"one-letter typo; `ValueIndex.search`, limit 10) after a one-off index build, against a LIKE/ILIKE scan "
-        f"of every text column of every table (one pass per table; median of {scans} lookups). "
-        "`source value found`: share of lookups whose results include the value the lookup was made from. "
-        f"Target: <= {TARGET_MS:g} ms per lookup.",
-        "",
-        "| engine | index build (s) | lookups/s | median ms | p95 ms | source value found | full scan median ms | "
-        "speed-up (scan / median) |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|",
+def table_rows(rows: list[dict]) -> list[list[str]]:
+    return [
+        [
+            r["engine"],
+            f"{r['build_s']:.1f}",
+            f"{r['lookups_per_s']:.0f}",
+            f"{r['median_ms']:.1f}",
+            f"{r['p95_ms']:.1f}",
+            f"{r['found']:.0%}",
+            f"{r['scan_median_ms']:.0f}",
+            f"{r['speedup']:.0f}x",
+        ]
+        for r in rows
     ]
-    for r in rows:
-        lines.append(
-            f"| {r['engine']} | {r['build_s']:.1f} | {r['lookups_per_s']:.0f} | {r['median_ms']:.1f} | "
-            f"{r['p95_ms']:.1f} | {r['found']:.0%} | {r['scan_median_ms']:.0f} | {r['speedup']:.0f}x |"
-        )
-    section = "\n".join(lines) + "\n"
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if SECTION in text:
-        before, _, rest = text.partition(SECTION)
-        after = rest[rest.find("\n## ") + 1 :] if "\n## " in rest else ""
-        text = before + section + ("\n" + after if after else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(text)
-    return section
+
+
+def current(rows: list[dict], date: str) -> CurrentTable:
+    """The engines' lookups against a full scan; the README's headline: the median lookup on each engine."""
+    medians = " / ".join(f"{r['median_ms']:.1f}" for r in rows)
+    scans = " / ".join(f"{r['scan_median_ms']:.0f}" for r in rows)
+    return CurrentTable(
+        key="value_search",
+        title="Value search",
+        section=SECTION,
+        command="python -m benchmarks.value_search",
+        machine=_machine(),
+        date=date,
+        columns=COLUMNS,
+        rows=table_rows(rows),
+        headline=[
+            [
+                f"value lookup, median ms ({' / '.join(r['engine'] for r in rows)})",
+                _machine(),
+                medians,
+                f"LIKE scan {scans}",
+                " / ".join(f"{r['speedup']:.0f}x" for r in rows),
+            ]
+        ],
+    )
+
+
+def write_results(rows: list[dict], total_rows: int, queries: int, scans: int) -> str:
+    """Record the section and the current table; returns the section."""
+    date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    body = "\n".join(
+        [
+            f"{date}, {_machine()}. Demo database (generator v{GENERATOR_VERSION}) with {total_rows:,} rows; {queries} "
+            "lookups (exact, other case, substring, one-letter typo; `ValueIndex.search`, limit 10) after a one-off "
+            "index build, against a LIKE/ILIKE scan of every text column of every table (one pass per table; median "
+            f"of {scans} lookups). `source value found`: share of lookups whose results include the value the lookup "
+            f"was made from. Target: <= {TARGET_MS:g} ms per lookup.",
+            "",
+            markdown_table(COLUMNS, table_rows(rows)),
+        ]
+    )
+    record_section(SECTION, body)
+    tables.record(current(rows, date))
+    return body
 
 
 def build_parser() -> configargparse.ArgumentParser:

@@ -1,10 +1,13 @@
-"""benchmarks/RESULTS.md and the docs that point into it stay in step with it and with the benchmarks: the index
-names every section, links land on a heading, and every documented benchmark command and flag exists."""
+"""benchmarks/RESULTS.md and the docs that point into it stay in step with it and with the benchmarks: the generated
+tables are current, the index names every section, links land on a heading, and every documented benchmark command
+and flag exists."""
 
 import re
 from pathlib import Path
 
 import pytest
+
+from benchmarks import tables
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
@@ -13,20 +16,32 @@ DOCUMENTS = sorted([ROOT / "README.md", ROOT / "ARCHITECTURE.md", RESULTS, *(ROO
 SHARED_OPTIONS = (ROOT / "model" / "options.py", ROOT / "model" / "engine_options.py")
 
 
+# The two headings that frame the generated tables and the index rather than a benchmark's section.
+FRAMING = ("Current results", "Sections")
+
+
 def _headings() -> list[str]:
-    return re.findall(r"^## (.+)$", RESULTS.read_text(), re.M)
+    return [
+        heading for heading in re.findall(r"^## (.+)$", RESULTS.read_text(), re.M) if heading not in FRAMING
+    ]
 
 
 def _index() -> list[str]:
-    """The section names in the index table's first column."""
-    table = RESULTS.read_text().split("\n## ", 1)[0]
+    """The section names in the first column of the index table under `## Sections`."""
+    table = RESULTS.read_text().split("\n## Sections\n", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| ([^|]+?) \|", table, re.M)
     return [row for row in rows if row not in ("section",) and not set(row) <= set("-: ")]
 
 
-def github_anchor(heading: str) -> str:
-    """The fragment GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
-    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+def test_the_generated_tables_are_current():
+    assert tables.regenerate(check=True) == [], "run `python -m benchmarks.tables`"
+
+
+def test_every_current_table_belongs_to_a_section():
+    current = tables.load()
+    assert len(current) >= 15
+    for table in current:
+        assert table.section in _headings(), f"{table.key}.json names a missing section: {table.section}"
 
 
 def test_the_index_names_every_section_and_only_sections_that_exist():
@@ -41,9 +56,12 @@ def test_the_index_names_every_section_and_only_sections_that_exist():
 
 
 def test_links_into_the_results_land_on_a_heading():
-    anchors = {github_anchor(heading) for heading in _headings()}
+    anchors = {tables.anchor(heading) for heading in re.findall(r"^#+ (.+)$", RESULTS.read_text(), re.M)}
     for document in DOCUMENTS:
-        for anchor in re.findall(r"RESULTS\.md#([\w-]+)", document.read_text()):
+        links = re.findall(r"RESULTS\.md#([\w-]+)", document.read_text())
+        if document == RESULTS:
+            links += re.findall(r"\]\(#([\w-]+)\)", document.read_text())
+        for anchor in links:
             assert anchor in anchors, f"{document.name} links to #{anchor}, which RESULTS.md no longer has"
 
 
@@ -92,4 +110,4 @@ def test_every_documented_benchmark_command_exists_with_the_flags_it_is_given():
     ],
 )
 def test_anchors_are_made_as_github_makes_them(heading, anchor):
-    assert github_anchor(heading) == anchor
+    assert tables.anchor(heading) == anchor

@@ -15,16 +15,17 @@ import logging
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 import configargparse
 
+from benchmarks import tables
 from benchmarks.agent_episode import SCRIPTS, checkpoint
 from benchmarks.concurrency.load import LoadResult, one_by_one, together
 from benchmarks.concurrency.scripted_endpoint import ScriptedEndpoint
 from benchmarks.eval.datasets import load_questions
 from benchmarks.plots import RESULTS_DIR
+from benchmarks.tables import CurrentTable
 from dbtools.engines import open_database
 from mcp_server.model_runner import ModelRunner
 from mcp_server.settings import Settings
@@ -127,6 +128,47 @@ def local_scenario(db, sizes: list[int], model: str | None, device: str) -> dict
     }
 
 
+def current(report: dict) -> CurrentTable:
+    """Questions per minute and p95 latency, one after another against together, for each model measured."""
+    rows = []
+    for scenario, label in (("endpoint", "scripted endpoint"), ("local", "local engine, replayed replies")):
+        for row in report.get(scenario, {}).get("rows", []):
+            alone, together = row["one_by_one"], row["together"]
+            rows.append(
+                [
+                    label,
+                    str(row["questions"]),
+                    f"{alone['questions_per_minute']:.1f}",
+                    f"{together['questions_per_minute']:.1f}",
+                    f"{row['throughput_ratio']:.2f}x",
+                    f"{alone['p95_s']:.2f}",
+                    f"{together['p95_s']:.2f}",
+                    f"{row['p95_ratio']:.2f}x",
+                ]
+            )
+    return CurrentTable(
+        key="concurrency",
+        title="Many questions at once",
+        section="Many questions at once (`python -m benchmarks.concurrency`)",
+        command="python -m benchmarks.concurrency",
+        machine=report["machine"],
+        date=report["date"],
+        columns=[
+            "model",
+            "N",
+            "one by one q/min",
+            "together q/min",
+            "q/min speed-up",
+            "one by one p95 s",
+            "together p95 s",
+            "p95 ratio",
+        ],
+        rows=rows,
+        note=f"N questions arriving together; the scripted endpoint answers each completion after "
+        f"{report.get('endpoint', {}).get('setting', {}).get('completion_s', 1.0):g} s.",
+    )
+
+
 def build_parser() -> configargparse.ArgumentParser:
     parser = configargparse.ArgumentParser(
         prog="python -m benchmarks.concurrency", description=__doc__.split("\n")[0]
@@ -167,6 +209,12 @@ def build_parser() -> configargparse.ArgumentParser:
     parser.add_argument(
         "--out", default=str(RESULTS_DIR), env_var="SQLSCOUT_BENCH_OUT", help="folder for concurrency.json"
     )
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        env_var="SQLSCOUT_BENCH_NO_RECORD",
+        help="leave the current table in benchmarks/results/current/ as it is",
+    )
     return parser
 
 
@@ -178,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     report = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "date": time.strftime("%Y-%m-%d"),
+        "date": tables.now(),
         "questions": list(SCRIPTS),
     }
     db = open_database(None)
@@ -195,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "concurrency.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {out / 'concurrency.json'}", file=sys.stderr)
+    if not args.no_record:
+        tables.record(current(report))
     return 0
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import configargparse
 
+from benchmarks import tables
 from benchmarks.kernels import resources
 from benchmarks.kernels.harness import table
 from benchmarks.kernels.runner import OPS, run
@@ -47,6 +48,12 @@ def build_parser() -> configargparse.ArgumentParser:
         help="time nothing: compile every kernel at the model's shapes for each GPU target and print its "
         "registers, spills, shared memory, warps, stages and programs",
     )
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        env_var="SQLSCOUT_BENCH_NO_RECORD",
+        help="with --resources: print only, leave the current table in benchmarks/results/current/ as it is",
+    )
     return parser
 
 
@@ -54,7 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
     if args.resources:
-        print(resources.table(resources.measure()))
+        rows = resources.measure()
+        print(resources.table(rows))
+        if not args.no_record:
+            tables.record(resources.current(rows, tables.now()))
         return 0
     results = run(args.ops, Path(args.out), quick=args.quick, per_op_files=not args.combined)
     print(table(results))

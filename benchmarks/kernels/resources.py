@@ -30,7 +30,9 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime.cache import get_cache_manager
 
+from benchmarks import tables
 from benchmarks.kernels import shapes
+from benchmarks.tables import CurrentTable
 from kernels.ops import launch
 from kernels.ops.attention_decode import attention_decode_triton
 from kernels.ops.attention_prefill import attention_prefill_triton
@@ -338,6 +340,44 @@ def table(rows: list[Row]) -> str:
             f"{row.shared_limit} | {row.warps} | {row.stages} | {programs} |"
         )
     return "\n".join(lines)
+
+
+def current(rows: list[Row], date: str) -> CurrentTable:
+    """Per target: how many kernels and compiled variants, the most registers and shared memory any needs, and the
+    spills of all of them together (the peer is the target's own limit)."""
+    cells = []
+    for target in dict.fromkeys(row.target for row in rows):
+        mine = [row for row in rows if row.target == target and not row.error]
+        failed = sum(1 for row in rows if row.target == target and row.error)
+        cells.append(
+            [
+                target,
+                str(len({row.kernel for row in mine})),
+                str(len(mine)) + (f" ({failed} failed)" if failed else ""),
+                str(max(row.registers for row in mine)),
+                str(sum(row.spill_stores for row in mine)),
+                f"{max(row.shared for row in mine):,}",
+                f"{mine[0].shared_limit:,}",
+            ]
+        )
+    return CurrentTable(
+        key="kernel_resources",
+        title="Kernel resources per GPU target",
+        section="Kernel resources per GPU target (`python -m benchmarks.kernels --resources`)",
+        command="python -m benchmarks.kernels --resources",
+        machine=f"{tables.machine()}, ptxas (no GPU needed)",
+        date=date,
+        columns=[
+            "target",
+            "kernels",
+            "compiled variants",
+            "most registers",
+            "spill stores (B)",
+            "most shared (B)",
+            "shared limit (B)",
+        ],
+        rows=cells,
+    )
 
 
 def _scenario_list(names: list[str]) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 import anyio
 import configargparse
 
+from benchmarks import tables
 from benchmarks.model_results import record_section
 from benchmarks.peers import report
 from benchmarks.peers.drive import measure
@@ -43,6 +44,7 @@ from benchmarks.peers.servers import (
 )
 from benchmarks.peers.tasks import BIG_SQL, TASKS
 from benchmarks.servers.postgres import PostgresServer
+from benchmarks.tables import CurrentTable
 from dbtools.cache import cache_dir
 from dbtools.demo import default_demo_path
 from dbtools.demo.postgres import load_postgres
@@ -56,16 +58,6 @@ COMMANDS = {
     "sqlite": "python -m benchmarks.peers",
     "postgres": "python -m benchmarks.peers --pg-throwaway",
 }
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _sqlscout_commit() -> str:
@@ -113,7 +105,7 @@ def _setting(engine: str, version: str) -> str:
     except PeerUnavailable:
         node = "none"
     return (
-        f"{now}, {_cpu_model()} ({platform.machine()}), {os.cpu_count()} cores, {ram_gib:.0f} GiB RAM, "
+        f"{now}, {tables.cpu_name()} ({platform.machine()}), {os.cpu_count()} cores, {ram_gib:.0f} GiB RAM, "
         f"load average {os.getloadavg()[0]:.1f} at the start; Python {platform.python_version()}, "
         f"Node {node}; one MCP client (mcp {importlib.metadata.version('mcp')}) drives every server over "
         f"stdio. sqlscout{_sqlscout_commit()}; DBHub from npm `{DBHUB_PACKAGE}`; {REFERENCE} with "
@@ -124,8 +116,8 @@ def _setting(engine: str, version: str) -> str:
 
 def run_engine(
     dsn: str, installed: dict[str, Path], skipped: dict[str, str], repeats: int, warmup: int
-) -> tuple[str, str]:
-    """Measure every server on one database; returns the section's title and body."""
+) -> tuple[str, str, CurrentTable]:
+    """Measure every server on one database; returns the section's title and body, and its current table."""
     engine, version, big_rows = _database_facts(dsn)
     peers_root = cache_dir() / "peers"
     with tempfile.TemporaryDirectory(prefix="sqlscout-peers-") as workdir:
@@ -157,7 +149,19 @@ def run_engine(
         print(body)
         raise SystemExit("sqlscout failed a task; RESULTS.md left as it was")
     title = f"Peer MCP servers on {ENGINE_LABELS[engine]} (`{COMMANDS[engine]}`)"
-    return title, body
+    columns, rows = report.task_grid(ours, peers, TASKS)
+    table = CurrentTable(
+        key=f"peers_{engine}",
+        title=f"Peer MCP servers on {ENGINE_LABELS[engine]}",
+        section=title,
+        command=COMMANDS[engine],
+        machine=f"{tables.cpu_name()}, {os.cpu_count()} cores",
+        date=tables.now(),
+        columns=columns,
+        rows=rows,
+        note=f"Each server over stdio, median of {repeats} calls; `chars`: the result's text content.",
+    )
+    return title, body, table
 
 
 def build_parser() -> configargparse.ArgumentParser:
@@ -214,10 +218,11 @@ def main(argv: list[str] | None = None) -> int:
             log.info("loading the demo into the throwaway PostgreSQL")
             load_postgres(throwaway.dsn, demo)
         for dsn in dsns:
-            title, body = run_engine(dsn, installed, skipped, args.repeats, args.warmup)
+            title, body, table = run_engine(dsn, installed, skipped, args.repeats, args.warmup)
             print(f"## {title}\n\n{body}\n", flush=True)
             if not args.no_write:
                 record_section(title, body)
+                tables.record(table)
     finally:
         if throwaway is not None:
             throwaway.stop()

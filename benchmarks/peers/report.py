@@ -101,6 +101,20 @@ def tasks_table(ours: ServerMeasure, peers: Sequence[ServerMeasure], tasks: Sequ
     return "\n".join(lines)
 
 
+def task_grid(
+    ours: ServerMeasure, peers: Sequence[ServerMeasure], tasks: Sequence[str]
+) -> tuple[list[str], list[list[str]]]:
+    """The current table: a row per task, a column per server, each cell its median and its text's length."""
+
+    def summary(server: ServerMeasure, task_name: str) -> str:
+        task = server.tasks.get(task_name)
+        ms = median_ms(task)
+        return MISSING if ms is None else f"{ms:.1f} ms, {_chars(task):,} chars"
+
+    servers = (ours, *peers)
+    return ["task", *(s.name for s in servers)], [[t, *(summary(s, t) for s in servers)] for t in tasks]
+
+
 def errors(measures: Sequence[ServerMeasure]) -> list[str]:
     """One line per failed task: server, task and what the server said."""
     return [

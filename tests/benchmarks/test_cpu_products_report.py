@@ -1,8 +1,9 @@
-"""The CPU products benchmark's table: each cell's ratio is torch's time over the product's."""
+"""The CPU products benchmark's table: each cell's ratio is torch's time over the product's, in the section and in
+the current table alike."""
 
 from __future__ import annotations
 
-from benchmarks.cpu_products import KINDS, report
+from benchmarks.cpu_products import KINDS, current, report
 
 
 def test_the_ratio_is_torchs_time_over_ours():
@@ -14,7 +15,13 @@ def test_the_ratio_is_torchs_time_over_ours():
         "seconds": seconds | {"int4": 4.0},
         "gb_per_s": {name: 10.0 for name in seconds},
     }
-    row = report([result], 2).splitlines()[-1]
-    assert row.startswith(
-        "| avx2 | AVX2, F16C | float32, 10.0 GB/s | 10.0 (4.00x) | 10.0 (4.00x) | 10.0 (0.50x)"
-    )
+    table = current([result], 2, "2026-01-01 00:00")
+    assert table.rows[0][:6] == [
+        "avx2",
+        "AVX2, F16C",
+        "float32, 10.0 GB/s",
+        "10.0 (4.00x)",
+        "10.0 (4.00x)",
+        "10.0 (0.50x)",
+    ]
+    assert report(table).splitlines()[-1] == "| " + " | ".join(table.rows[0]) + " |"

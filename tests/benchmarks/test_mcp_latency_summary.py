@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchmarks.mcp_latency import CALLS, render, summarise
+from benchmarks.mcp_latency import CALLS, current, render, summarise
 
 
 def test_summary_ratios_are_against_the_direct_call():
@@ -18,3 +18,6 @@ def test_summary_ratios_are_against_the_direct_call():
     assert summary["stdio"][tool]["p90_ms"] == pytest.approx(30.0)
     table = render(summary)
     assert "stdio / direct" in table and "12.5x" in table
+    current_table = current(summary, "a machine", "2026-01-01 00:00")
+    assert current_table.columns == ["tool", "direct ms", "stdio ms", "stdio adds ms"]
+    assert current_table.rows[0] == [tool, "2.00", "25.00", "23.00"]

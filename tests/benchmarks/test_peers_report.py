@@ -1,7 +1,7 @@
 """The peer benchmark's tables: medians in ms and ratios sqlscout / peer, '–' where a peer has nothing."""
 
 from benchmarks.peers.drive import ServerMeasure, TaskMeasure
-from benchmarks.peers.report import errors, tasks_table, tools_table
+from benchmarks.peers.report import errors, task_grid, tasks_table, tools_table
 from benchmarks.peers.servers import SDK_FLOOR
 from benchmarks.peers.tasks import Call
 
@@ -44,3 +44,12 @@ def test_against_the_sdk_floor_only_time_is_compared():
     floor = server(SDK_FLOOR, 100, query=timed("noop", [0.002], 2))
     assert rows(tasks_table(ours, [floor], ["query"]))[1][-2:] == ["2.00x", "–"]
     assert rows(tools_table(ours, [floor]))[1][-1] == "–"
+
+
+def test_the_current_table_has_a_row_per_task_and_a_column_per_server():
+    ours = server("sqlscout", 1, a=timed("x", [0.002, 0.004], 1200), b=timed("y", [0.01], 10))
+    peer = server("peer", 1, b=TaskMeasure(Call("z"), error="failed"))
+    assert task_grid(ours, [peer], ["a", "b"]) == (
+        ["task", "sqlscout", "peer"],
+        [["a", "3.0 ms, 1,200 chars", "–"], ["b", "10.0 ms, 10 chars", "–"]],
+    )

@@ -18,7 +18,7 @@ import sys
 import pytest
 import torch
 
-from benchmarks.kernels.resources import SPILL_BOUND_BYTES, TARGETS
+from benchmarks.kernels.resources import SPILL_BOUND_BYTES, TARGETS, Row, current
 
 # Slow (left out of the fast tier): compiles 124 kernels for six GPU targets (minutes on a first run).
 pytestmark = [
@@ -88,3 +88,13 @@ def test_every_target_sees_every_kernel(rows):
     assert {"decode_split", "attention_prefill", "chunk_prepare", "recurrent", "conv_trail"} <= kernels[
         ARCHES[0]
     ]
+
+
+def test_the_current_table_sums_each_targets_compiles(rows):
+    table = current([Row(**row) for row in rows], "2026-01-01 00:00")
+    assert [cells[0] for cells in table.rows] == ARCHES
+    for arch, cells in zip(ARCHES, table.rows, strict=True):
+        compiled = [row for row in rows if row["target"] == arch]
+        assert cells[2] == str(len(compiled))
+        assert int(cells[3]) == max(row["registers"] for row in compiled)
+        assert int(cells[4]) == sum(row["spill_stores"] for row in compiled)
