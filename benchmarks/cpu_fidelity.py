@@ -167,7 +167,7 @@ def current(results: dict[str, dict], date: str) -> CurrentTable:
     rows += [[f"llama.cpp {kind}", "–", *_logit_cells(r)] for kind, r in result["llama_cpp"].items()]
     return CurrentTable(
         key="cpu_fidelity",
-        title="CPU weights: fidelity",
+        title="CPU weights: how far they move the logits",
         section=SECTION,
         command="python -m benchmarks.cpu_fidelity",
         machine=platform.machine(),

@@ -55,6 +55,12 @@ def test_the_index_names_every_section_and_only_sections_that_exist():
         assert any(heading.startswith(name) for name in index), f"the index leaves out the section: {heading}"
 
 
+def test_no_two_headings_share_an_anchor():
+    headings = re.findall(r"^#+ (.+)$", RESULTS.read_text(), re.M)
+    anchors = [tables.anchor(heading) for heading in headings]
+    assert sorted(a for a in set(anchors) if anchors.count(a) > 1) == [], "GitHub would number the later ones"
+
+
 def test_links_into_the_results_land_on_a_heading():
     anchors = {tables.anchor(heading) for heading in re.findall(r"^#+ (.+)$", RESULTS.read_text(), re.M)}
     for document in DOCUMENTS:
