@@ -34,6 +34,7 @@ from mcp_server.agent.prompts import Prompts
 from model.engine import Engine
 from model.engine_options import EngineOptions
 from model.errors import ModelDirectoryError
+from model.options import ENGINE_OPTIONS, add_options, pick
 from model.sampling_params import SamplingParams
 from model.serving.cancel import CancelEvent
 
@@ -435,9 +436,7 @@ def build_parser() -> configargparse.ArgumentParser:
         env_var="SQLSCOUT_BENCH_MODEL",
         help="model directory (default: a mid-size random checkpoint)",
     )
-    parser.add_argument(
-        "--device", default="cpu", choices=("cpu", "cuda"), env_var="SQLSCOUT_DEVICE", help="engine device"
-    )
+    add_options(parser, pick(ENGINE_OPTIONS, "device"), "the engine")
     parser.add_argument(
         "--questions",
         nargs="*",
@@ -478,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     print(render(episodes))
     setting = {
         "model": str(args.model or "mid-size random Qwen3.5"),
-        "device": args.device,
+        "device": engine.device.type,
         "text_config": None if args.model else MID_SIZE_CONFIG,
         "completions": "replayed from scripts, each token forced through the engine as one decode step",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",

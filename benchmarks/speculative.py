@@ -34,6 +34,7 @@ from dbtools.cache import cache_dir
 from model.cache import StateTrail
 from model.engine import Engine
 from model.engine_options import EngineOptions
+from model.options import ENGINE_OPTIONS, add_options, pick
 from model.sampling_params import SamplingParams
 
 GREEDY = SamplingParams(temperature=0)
@@ -342,9 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         env_var="SQLSCOUT_BENCH_QUESTIONS",
         help="scripted demo questions to replay",
     )
-    parser.add_argument(
-        "--device", choices=("cpu", "cuda"), env_var="SQLSCOUT_DEVICE", help="default: cuda when available"
-    )
+    add_options(parser, pick(ENGINE_OPTIONS, "device"), "the engine")
     parser.add_argument(
         "--out", env_var="SQLSCOUT_BENCH_OUT", help="also write speculative.json into this folder"
     )

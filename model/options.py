@@ -130,6 +130,12 @@ def add_options(parser: configargparse.ArgumentParser, options: Iterable[Option]
         )
 
 
+def pick(options: Iterable[Option], *fields: str) -> tuple[Option, ...]:
+    """The named options, in the order named: for a command that takes only some of them."""
+    by_field = {option.field: option for option in options}
+    return tuple(by_field[field] for field in fields)
+
+
 def given(namespace: argparse.Namespace, options: Iterable[Option]) -> dict[str, Any]:
     """The options set in a parsed namespace, by field name."""
     return {o.field: getattr(namespace, o.field) for o in options if getattr(namespace, o.field) is not None}

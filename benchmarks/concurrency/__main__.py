@@ -29,6 +29,7 @@ from benchmarks.tables import CurrentTable
 from dbtools.engines import open_database
 from mcp_server.model_runner import ModelRunner
 from mcp_server.settings import Settings
+from model.options import ENGINE_OPTIONS, add_options, pick
 
 
 def scripted_questions():
@@ -120,7 +121,7 @@ def local_scenario(db, sizes: list[int], model: str | None, device: str) -> dict
         "setting": {
             "model": str(model or "mid-size random Qwen3.5"),
             "text_config": None if model else MID_SIZE_CONFIG,
-            "device": device,
+            "device": engine.device.type,
             "dtype": str(engine.dtype).removeprefix("torch."),
             "max_batch_rows": max(sizes),
         },
@@ -203,9 +204,7 @@ def build_parser() -> configargparse.ArgumentParser:
         env_var="SQLSCOUT_BENCH_MODEL",
         help="model directory (default: a mid-size random checkpoint)",
     )
-    parser.add_argument(
-        "--device", default="cpu", choices=("cpu", "cuda"), env_var="SQLSCOUT_DEVICE", help="engine device"
-    )
+    add_options(parser, pick(ENGINE_OPTIONS, "device"), "the engine")
     parser.add_argument(
         "--out", default=str(RESULTS_DIR), env_var="SQLSCOUT_BENCH_OUT", help="folder for concurrency.json"
     )
@@ -235,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"scripted endpoint, {args.completion_s:g} s per completion", file=sys.stderr)
             report["endpoint"] = endpoint_scenario(db, args.sizes, args.completion_s)
         if not args.skip_local:
-            print(f"local engine on {args.device}, replayed completions", file=sys.stderr)
+            print("local engine, replayed completions", file=sys.stderr)
             report["local"] = local_scenario(db, args.local_sizes or args.sizes, args.model, args.device)
     finally:
         db.close()

@@ -29,6 +29,8 @@ from dbtools.errors import DatabaseToolError
 from mcp_server.agent import Agent, AgentConfig
 from mcp_server.agent.episode import EpisodeLimits
 from mcp_server.agent.errors import EndpointError
+from mcp_server.settings import OPTIONS as SERVER_OPTIONS
+from model.options import ENGINE_OPTIONS, add_options, pick
 from model.sampling_params import SamplingParams
 
 log = logging.getLogger("benchmarks.eval")
@@ -84,28 +86,13 @@ def parse_args(argv: list[str] | None = None) -> configargparse.Namespace:
         env_var="SQLSCOUT_SAMPLES",
         help="episodes per question, voted on their results",
     )
-    parser.add_argument(
-        "--model",
-        env_var="SQLSCOUT_MODEL",
-        help="model directory for the local engine (with --replay: only its "
-        "tokenizer, chat template and prompts are used)",
-    )
-    parser.add_argument(
-        "--endpoint",
-        env_var="SQLSCOUT_ENDPOINT",
-        help="OpenAI-compatible completions endpoint serving the model",
-    )
-    parser.add_argument(
-        "--endpoint-model", env_var="SQLSCOUT_ENDPOINT_MODEL", help="model name to request from --endpoint"
-    )
-    parser.add_argument("--api-key", env_var="SQLSCOUT_API_KEY", help="API key for --endpoint")
-    parser.add_argument(
-        "--device", choices=("cpu", "cuda"), env_var="SQLSCOUT_DEVICE", help="device of the local engine"
-    )
+    add_options(parser, pick(SERVER_OPTIONS, "model", "endpoint", "endpoint_model", "api_key"), "the model")
+    add_options(parser, pick(ENGINE_OPTIONS, "device"), "the local engine")
     parser.add_argument(
         "--replay",
         env_var="SQLSCOUT_EVAL_REPLAY",
-        help="JSON lines of scripted replies by question_id, replayed instead of generating",
+        help="JSON lines of scripted replies by question_id, replayed instead of generating (--model then only "
+        "lends its tokenizer, chat template and prompts)",
     )
     parser.add_argument(
         "--token-budget",
