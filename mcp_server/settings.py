@@ -13,12 +13,14 @@ from urllib.parse import urlsplit
 from dbtools.connection_defaults import CONNECT_TIMEOUT_S, POOL_SIZE
 from dbtools.query_limits import DEFAULT_QUERY_LIMITS
 from mcp_server.agent.episode import EpisodeLimits
+from mcp_server.agent.errors import PolicyConfigError
+from mcp_server.agent.policies import check_model_source
 from mcp_server.agent.policies.endpoint import ENDPOINT_RETRIES, ENDPOINT_TIMEOUT_S
 from mcp_server.audit_log import KEPT_FILES as KEPT_AUDIT_FILES
 from model.engine_options import (
     EngineOptions,
 )
-from model.errors import ModelDirectoryError, OptionError, missing_local_engine
+from model.errors import ModelDirectoryError, OptionError
 from model.model_dir import check_model_dir
 from model.options import ENGINE_OPTIONS, SAMPLING_OPTIONS, Option
 from model.sampling_params import SamplingParams
@@ -222,12 +224,14 @@ class Settings:
                 object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser()))
         if self.transport not in TRANSPORTS:
             raise SettingsError(f"--transport must be one of {', '.join(TRANSPORTS)}, not {self.transport!r}")
-        if self.model:
-            self._check_model()
         if self.endpoint:
             self._check_endpoint_url()
-        if self.endpoint and not self.endpoint_model:
-            raise SettingsError("--endpoint needs --endpoint-model NAME (SQLSCOUT_ENDPOINT_MODEL)")
+        try:
+            check_model_source(self.model, self.endpoint, self.endpoint_model)
+        except PolicyConfigError as error:
+            raise SettingsError(str(error)) from None
+        if self.model and self.speculate == "mtp" and not self.endpoint:
+            self._check_draft_head()
         if (self.endpoint_model or self.api_key) and not self.endpoint:
             raise SettingsError("--endpoint-model and --api-key only apply with --endpoint URL")
         if not math.isfinite(self.endpoint_timeout) or self.endpoint_timeout <= 0:
@@ -295,26 +299,17 @@ class Settings:
                 "(SQLSCOUT_API_KEY) instead"
             )
 
-    def _check_model(self) -> None:
-        """Refuse at start-up what would fail at the first question: a --model that is no model directory (with
-        --endpoint it only lends its tokenizer and prompts), or a local engine this Python cannot run."""
-        try:
-            check_model_dir(self.model, needs_config=not self.endpoint)
-        except ModelDirectoryError as error:
-            raise SettingsError(f"--model {error}") from None
-        missing = None if self.endpoint else missing_local_engine()
-        if missing:
-            raise SettingsError(f"--model: {missing}; or run the model on a server and give --endpoint URL")
-        if self.speculate == "mtp" and not self.endpoint:
-            from model.loader import check_draft_head  # the local engine's packages are there: checked above
+    def _check_draft_head(self) -> None:
+        """With --speculate mtp, the checkpoint that drafts must carry the draft head's tensors."""
+        from model.loader import check_draft_head  # the local engine's packages are there: checked before
 
-            head = self.draft_head or self.model
-            try:
-                check_draft_head(check_model_dir(head))
-            except ModelDirectoryError as error:
-                raise SettingsError(
-                    f"--{'draft-head' if self.draft_head else 'speculate mtp'}: {error}"
-                ) from None
+        head = self.draft_head or self.model
+        try:
+            check_draft_head(check_model_dir(head))
+        except ModelDirectoryError as error:
+            raise SettingsError(
+                f"--{'draft-head' if self.draft_head else 'speculate mtp'}: {error}"
+            ) from None
 
     def engine_options(self, cache_dir: Path | None = None) -> EngineOptions:
         """The local engine's options; cache_dir keeps quantized weights and compiled steps between starts."""

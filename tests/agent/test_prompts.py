@@ -91,9 +91,11 @@ def test_build_policy_without_the_local_engine_says_how_to_install_it(tmp_path, 
         "find_spec",
         lambda name, *args: None if name == "torch" else real_find_spec(name, *args),
     )
+    (tmp_path / "config.json").write_text("{}")
     with pytest.raises(PolicyConfigError) as refused:
         build_policy(model_dir=tmp_path)
     assert str(refused.value) == (
-        "the local engine needs torch, which this Python lacks: install it in the sqlscout checkout with "
-        "`pip install -c constraints.txt '.[local]'` (`bash scripts/serve.sh --model DIR` installs it into .venv)"
+        "--model: the local engine needs torch, which this Python lacks: install it in the sqlscout checkout with "
+        "`pip install -c constraints.txt '.[local]'` (`bash scripts/serve.sh --model DIR` installs it into .venv); "
+        "or run the model on a server and give --endpoint URL"
     )

@@ -12,13 +12,31 @@ from model.errors import DOWNLOAD_HINT, ModelDirectoryError, missing_local_engin
 from model.model_dir import check_model_dir
 from model.sampling_params import SamplingParams
 
-__all__ = ["Completion", "Policy", "PolicyRun", "build_policy"]
+__all__ = ["Completion", "Policy", "PolicyRun", "build_policy", "check_model_source"]
 
 MODEL_SETUP_HINT = (
     f"give a model directory (--model DIR / SQLSCOUT_MODEL; get one with `{DOWNLOAD_HINT}`) "
     "or an OpenAI-compatible endpoint "
     "serving that model (--endpoint URL --endpoint-model NAME / SQLSCOUT_ENDPOINT, SQLSCOUT_ENDPOINT_MODEL)"
 )
+
+
+def check_model_source(
+    model_dir: str | Path | None, endpoint: str | None, endpoint_model: str | None
+) -> None:
+    """Refuse, before anything loads, what would fail at the first question: a --model that is no model directory
+    (with an endpoint it only lends its tokenizer and prompts, so it needs no config.json), an endpoint without the
+    name of the model it serves, or a local engine this Python cannot run."""
+    if model_dir is not None:
+        try:
+            check_model_dir(model_dir, needs_config=not endpoint)
+        except ModelDirectoryError as error:
+            raise PolicyConfigError(f"--model {error}") from None
+    if endpoint and not endpoint_model:
+        raise PolicyConfigError("--endpoint needs --endpoint-model NAME (SQLSCOUT_ENDPOINT_MODEL)")
+    missing = None if endpoint or model_dir is None else missing_local_engine()
+    if missing:
+        raise PolicyConfigError(f"--model: {missing}; or run the model on a server and give --endpoint URL")
 
 
 def build_policy(
@@ -36,16 +54,8 @@ def build_policy(
     prompts; each request waits up to endpoint_timeout_s and a failed one is tried endpoint_retries more
     times), else the local engine on the model directory, run as engine_options say; with
     engine_options.compile its CPU decode step is compiled for the agent's `sampling` while loading."""
-    if model_dir is not None:
-        try:
-            check_model_dir(model_dir, needs_config=False)  # the engine checks the rest when it loads
-        except ModelDirectoryError as error:
-            raise PolicyConfigError(str(error)) from None
+    check_model_source(model_dir, endpoint, endpoint_model)
     if endpoint:
-        if not endpoint_model:
-            raise PolicyConfigError(
-                "the endpoint needs the name of the model it serves (--endpoint-model / SQLSCOUT_ENDPOINT_MODEL)"
-            )
         return EndpointPolicy(
             endpoint,
             endpoint_model,
@@ -55,9 +65,6 @@ def build_policy(
             retries=endpoint_retries,
         )
     if model_dir is not None:
-        missing = missing_local_engine()
-        if missing:
-            raise PolicyConfigError(missing)
         from mcp_server.agent.policies.local import LocalPolicy
 
         return LocalPolicy.load(model_dir, engine_options, sampling)
