@@ -15,6 +15,10 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# A benchmark that a test runs, in this process or in one it starts, must not replace the recorded results with a
+# test's numbers.
+os.environ["SQLSCOUT_BENCH_NO_RECORD"] = "1"
+
 # Under pytest-xdist the workers share the cores: each worker, and the servers and engines its tests start, takes
 # its share of threads, so that the workers' products do not oversubscribe them.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
