@@ -1,7 +1,7 @@
 """Session fixtures shared by the whole suite: the Triton interpreter switch, a real PostgreSQL, MariaDB and OpenSSH
 server, a cache directory of the run's own, and the fixture database (tests/fixture_schema.py) on every engine;
-the list of slow tests that the fast tier leaves out; and how the suite shares the cores among pytest-xdist's
-workers."""
+benchmarks' recording switched off; and how the suite shares the cores among pytest-xdist's workers. Tiers are
+marked where each test is written (`slow`, `postgres`, `mysql`, `gpu`)."""
 
 from __future__ import annotations
 
