@@ -10,7 +10,7 @@ import torch
 from model.engine import Engine
 from model.sampling_params import SamplingParams
 from model.serving.row_pool import RowPool
-from tests.model.emulated_graph import EmulatedCapture
+from benchmarks.emulated_capture import EmulatedCapture
 
 GREEDY = SamplingParams(temperature=0.0)
 

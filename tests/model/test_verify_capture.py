@@ -10,7 +10,7 @@ from dataclasses import replace
 from model.engine import Engine
 from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
-from tests.model.emulated_graph import EmulatedCapture
+from benchmarks.emulated_capture import EmulatedCapture
 from tests.model.test_decode_capture import FailingCapture, assert_same_state
 from tests.model.test_speculative import GREEDY, LIMITS, PATTERNS, PROMPTS, ScriptedDrafter
 

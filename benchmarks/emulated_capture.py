@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves, tree_map
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
 aten = torch.ops.aten
 
@@ -99,33 +99,45 @@ class _Recorder(TorchDispatchMode):
 
 
 class RecordedStep:
-    """The ops of one recorded call; calling it replays them on the same static tensors."""
+    """The ops of one recorded call; calling it replays them on the same static tensors.
+
+    Each op's arguments are flattened once, here: a replay only swaps in the tensors that earlier ops of the same
+    replay produced afresh (the intermediates), at positions found at record time."""
 
     def __init__(self, ops: list[tuple]) -> None:
         self.ops = ops  # keeps every recorded tensor alive, so their ids stay unique
+        producer: dict[int, tuple[int, int]] = {}  # id of a recorded output -> (op, leaf) that makes it
+        self._plan = []
+        for index, (func, args, kwargs, out) in enumerate(ops):
+            leaves, spec = tree_flatten((args, kwargs))
+            fresh = [(at, producer[id(leaf)]) for at, leaf in enumerate(leaves)
+                     if isinstance(leaf, torch.Tensor) and id(leaf) in producer]  # fmt: skip
+            self._plan.append((func, leaves, spec, fresh))
+            for at, leaf in enumerate(tree_leaves(out)):
+                if isinstance(leaf, torch.Tensor):
+                    producer[id(leaf)] = (index, at)
 
     def __call__(self) -> None:
-        produced: dict[int, torch.Tensor] = {}
-
-        def current(x):
-            return produced.get(id(x), x) if isinstance(x, torch.Tensor) else x
-
-        for func, args, kwargs, out in self.ops:
-            new = func(*tree_map(current, args), **tree_map(current, kwargs))
-            for old, fresh in zip(tree_leaves(out), tree_leaves(new), strict=True):
-                if isinstance(old, torch.Tensor):
-                    produced[id(old)] = fresh
+        outputs: list[list] = []
+        for func, leaves, spec, fresh in self._plan:
+            if fresh:
+                leaves = list(leaves)
+                for at, (index, leaf) in fresh:
+                    leaves[at] = outputs[index][leaf]
+            args, kwargs = tree_unflatten(leaves, spec)
+            outputs.append(tree_leaves(func(*args, **kwargs)))
 
 
 class EmulatedCapture:
     """Captures steps the way model.cuda_graph.CudaGraphCapture does, on the CPU: `warmup` eager calls, then
     one recorded call (which, unlike CUDA's, also executes: a stricter test), then replays of the recording.
-    `captures` counts the steps captured.
+    `captures` counts the steps captured, `replayed_ops` the operations all replays have run so far.
     """
 
     def __init__(self, warmup: int = 2) -> None:
         self.warmup = warmup
         self.captures = 0
+        self.replayed_ops = 0
 
     def capture(self, step: Callable[[], None]) -> Callable[[], None]:
         for _ in range(self.warmup):
@@ -134,4 +146,10 @@ class EmulatedCapture:
         with no_host_reads(), recorder:
             step()
         self.captures += 1
-        return RecordedStep(recorder.ops)
+        recorded = RecordedStep(recorder.ops)
+
+        def replay() -> None:
+            self.replayed_ops += len(recorded.ops)
+            recorded()
+
+        return replay

@@ -1,0 +1,248 @@
+"""What the host adds to each token, measured where the device's work is negligible: a tiny random Qwen3.5 on the
+CPU, its decode steps captured by the CPU stand-in for CUDA graphs (benchmarks/emulated_capture.py), decoded
+through each layer of the serving path in turn: the captured step replayed in a bare loop (the peer), one
+Session.generate() call, the 16-token calls the serving scheduler makes, sampled as the agent samples, and the
+batch scheduler itself; then an agent turn (a tool result appended, the first token of the reply).
+
+`python -m benchmarks.host_overhead [--context 512] [--tokens 128] [--append-tokens 400] [--repeats 5]
+[--no-record]`. Per path: microseconds per token (the median of the repeats) and what it adds to the bare
+replay, and the aten operations per token dispatched outside the replayed step: each one a kernel launch or a
+host wait on a GPU, where a replay is one launch whatever the step holds.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import configargparse
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from benchmarks import tables
+from benchmarks.emulated_capture import EmulatedCapture
+from benchmarks.model_decode import GREEDY, SHAPES, TOOL_RESULT_TOKENS, build_checkpoint
+from benchmarks.tables import CurrentTable, markdown_table
+from model.decode_workspace import stop_width
+from model.engine import Engine
+from model.engine_options import EngineOptions
+from model.sampling_params import SamplingParams
+from model.serving.conversation import Conversation
+from model.serving.scheduler import DECODE_CHUNK_TOKENS, BatchScheduler
+from model.serving.shared_prefix import SharedPrefix
+
+SECTION = "Host overhead per token (`python -m benchmarks.host_overhead`)"
+SAMPLED = SamplingParams(seed=0)  # the trained sampling settings
+COLUMNS = ["path", "per", "us", "us over the bare replay", "aten ops", "aten ops outside the step"]
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the aten operations dispatched inside the block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def per_unit(
+    work: Callable[[], None],
+    units: int,
+    repeats: int,
+    reset: Callable[[], None],
+    capture: EmulatedCapture | None = None,
+) -> tuple[float, float, float]:
+    """(median microseconds, aten operations, and those outside replays of captured steps) per unit of work; reset()
+    runs untimed before each run. Operations are counted in one more run, apart, since counting slows each one
+    down; without a capture (work on another thread, which a mode here would not see) they are NaN."""
+    seconds = []
+    for _ in range(repeats):
+        reset()
+        started = time.perf_counter()
+        work()
+        seconds.append(time.perf_counter() - started)
+    us = statistics.median(seconds) * 1e6 / units
+    if capture is None:
+        return us, float("nan"), float("nan")
+    reset()
+    replayed = capture.replayed_ops
+    with OpCounter() as counter:
+        work()
+    return us, counter.count / units, (counter.count - (capture.replayed_ops - replayed)) / units
+
+
+@torch.inference_mode()  # as the engine runs; the bare loop writes its inference tensors
+def measure(context: int, tokens: int, append_tokens: int, repeats: int) -> list[dict]:
+    """One row per path: us and aten ops per token; the turn's per appended token."""
+    config = SHAPES["tiny"]
+    with tempfile.TemporaryDirectory() as tmp:
+        build_checkpoint(config, Path(tmp), torch.device("cpu"), torch.float32)
+        loaded = Engine.load(
+            tmp,
+            EngineOptions(
+                device="cpu", dtype="float32", threads=1, speculate="off",
+                max_context=context + append_tokens + 2 * tokens + 16,
+            ),
+        )  # fmt: skip
+    capture = EmulatedCapture()
+    engine = Engine(loaded.model, loaded.tokenizer, loaded.options, capture=capture)
+    generator = torch.Generator().manual_seed(3)
+    prompt = torch.randint(0, config["vocab_size"], (context,), generator=generator).tolist()
+    tool_result = torch.randint(0, config["vocab_size"], (append_tokens,), generator=generator).tolist()
+    session = engine.new_session()
+    session.append(prompt)
+    mark = session.snapshot()
+    for sampling in (GREEDY, SAMPLED):  # captures both steps before anything is timed
+        session.generate(DECODE_CHUNK_TOKENS + 1, sampling, stop_ids=set())
+        session.restore(mark)
+    replay = engine.workspace(1).step(GREEDY, stop_width(0)).run
+
+    def restore() -> None:
+        session.restore(mark)
+
+    def calls(chunk: int, sampling: SamplingParams) -> Callable[[], None]:
+        return lambda: [session.generate(chunk, sampling, stop_ids=set()) for _ in range(tokens // chunk)]
+
+    paths = [
+        ("the captured step, replayed in a bare loop", lambda: [replay(None) for _ in range(tokens)]),
+        (f"Session.generate, one call of {tokens} (greedy)", calls(tokens, GREEDY)),
+        (f"Session.generate, calls of {DECODE_CHUNK_TOKENS} (greedy)", calls(DECODE_CHUNK_TOKENS, GREEDY)),
+        (f"Session.generate, calls of {DECODE_CHUNK_TOKENS} (sampled)", calls(DECODE_CHUNK_TOKENS, SAMPLED)),
+    ]
+    rows = []
+    for name, work in paths:
+        us, ops, outside = per_unit(work, tokens, repeats, restore, capture)
+        rows.append({"path": name, "per": "token", "us": us, "ops": ops, "ops_outside_step": outside})
+    rows.append({"path": "the batch scheduler (sampled), as the agent decodes", "per": "token",
+                 **_scheduler(engine, prompt, tokens)})  # fmt: skip
+    for row in rows:
+        row["us_over_bare"] = row["us"] - rows[0]["us"]
+    turn = lambda: (session.append(tool_result), session.generate(1, GREEDY, stop_ids=set()))  # noqa: E731
+    us, ops, outside = per_unit(turn, 1, repeats, restore, capture)
+    rows.append({"path": "an agent turn: a tool result appended, the first new token",
+                 "per": f"turn of {append_tokens} tokens", "us": us, "ops": ops, "ops_outside_step": outside})  # fmt: skip
+    return rows
+
+
+def _scheduler(engine: Engine, prompt: list[int], tokens: int) -> dict:
+    """One conversation of the batch scheduler, whose thread decodes in calls of DECODE_CHUNK_TOKENS."""
+    scheduler = BatchScheduler(engine, SharedPrefix(engine, []), max_rows=1)
+    conversation = Conversation(scheduler, prompt, 1, len(prompt) + 2 * tokens + 2 * DECODE_CHUNK_TOKENS)
+    try:
+        conversation.generate([0], [DECODE_CHUNK_TOKENS], SAMPLED, set())  # admits and prefills
+        # Its own thread dispatches the steps, which a mode in this thread would not see: time only.
+        work = lambda: conversation.generate([0], [tokens], SAMPLED, set())  # noqa: E731
+        us, ops, outside = per_unit(work, tokens, 1, lambda: None)
+        return {"us": us, "ops": ops, "ops_outside_step": outside}
+    finally:
+        conversation.close()
+
+
+def current(rows: list[dict]) -> CurrentTable:
+    return CurrentTable(
+        key="host_overhead",
+        title="Host overhead per token",
+        section=SECTION,
+        command="python -m benchmarks.host_overhead",
+        machine=f"{tables.machine()}, 1 thread",
+        date=tables.now(),
+        columns=COLUMNS,
+        rows=table_rows(rows),
+        note="A tiny random model on the CPU with its decode step captured by the CPU stand-in for CUDA graphs, so "
+        "the bare replay is the device's share and the rest the host's; an agent turn's row is per appended token.",
+    )
+
+
+def table_rows(rows: list[dict]) -> list[list[str]]:
+    def number(row: dict, key: str, digits: int) -> str:
+        value = row.get(key, float("nan"))
+        return "–" if value != value else f"{value:,.{digits}f}"  # NaN: not counted, or not comparable
+
+    return [
+        [r["path"], r["per"], number(r, "us", 0), number(r, "us_over_bare", 0), number(r, "ops", 1),
+         number(r, "ops_outside_step", 1)]
+        for r in rows
+    ]  # fmt: skip
+
+
+def build_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser(prog="python -m benchmarks.host_overhead", description=__doc__)
+    parser.add_argument(
+        "--context",
+        type=int,
+        default=512,
+        env_var="SQLSCOUT_BENCH_CONTEXT",
+        help="prompt tokens before decoding",
+    )
+    parser.add_argument(
+        "--tokens",
+        type=int,
+        default=128,
+        env_var="SQLSCOUT_BENCH_TOKENS",
+        help="tokens decoded per path and run",
+    )
+    parser.add_argument(
+        "--append-tokens",
+        type=int,
+        default=TOOL_RESULT_TOKENS,
+        env_var="SQLSCOUT_BENCH_APPEND_TOKENS",
+        help="tokens of the agent turn's tool result",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        env_var="SQLSCOUT_BENCH_REPEATS",
+        help="timed runs per path, median kept",
+    )
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        env_var="SQLSCOUT_BENCH_NO_RECORD",
+        help="print only, leave RESULTS.md and the current table as they are",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.tokens % DECODE_CHUNK_TOKENS or args.tokens < DECODE_CHUNK_TOKENS:
+        parser.error(f"--tokens must be a multiple of {DECODE_CHUNK_TOKENS}, the scheduler's calls")
+    print(f"measuring on {os.cpu_count()} cores, 1 thread", file=sys.stderr)
+    rows = measure(args.context, args.tokens, args.append_tokens, args.repeats)
+    table = current(rows)
+    print(markdown_table(table.columns, table.rows))
+    if not args.no_record:
+        from benchmarks.model_results import record_section
+
+        record_section(SECTION, _section(table, args))
+        tables.record(table)
+    return 0
+
+
+def _section(table: CurrentTable, args) -> str:
+    return "\n".join([
+        f"{table.date}, {table.machine}, torch {torch.__version__}. A tiny random Qwen3.5 ({SHAPES['tiny']['hidden_size']} "
+        f"hidden, {SHAPES['tiny']['num_hidden_layers']} layers) in fp32, {args.context} tokens of prompt, "
+        f"{args.tokens} tokens decoded per path and run (median of {args.repeats}); the decode step captured by the "
+        "CPU stand-in for CUDA graphs, which records the step's aten operations once and replays exactly them. "
+        "The bare loop replays the captured step and nothing else: what each path adds to it is the host's work "
+        "per token (Python, copies in and out of the workspace, sampling bookkeeping, the scheduler's queue). "
+        "aten ops outside the step: operations dispatched per token besides the replay, each a kernel launch or "
+        "a host wait on a GPU (not counted for the scheduler, whose own thread dispatches them).",
+        "",
+        markdown_table(table.columns, table.rows),
+    ])  # fmt: skip
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
