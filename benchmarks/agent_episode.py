@@ -451,12 +451,7 @@ def build_parser() -> configargparse.ArgumentParser:
         env_var="SQLSCOUT_BENCH_OUT",
         help="folder for agent_episode.json and agent_episode.png",
     )
-    parser.add_argument(
-        "--no-record",
-        action="store_true",
-        env_var="SQLSCOUT_BENCH_NO_RECORD",
-        help="leave the current table in benchmarks/results/current/ as it is",
-    )
+    tables.add_no_record(parser)
     return parser
 
 

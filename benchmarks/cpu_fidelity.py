@@ -269,9 +269,7 @@ def build_parser() -> configargparse.ArgumentParser:
         env_var="SQLSCOUT_BENCH_LLAMA_CPP",
         help="with --real-size: compare llama.cpp's BF16, Q8_0 and Q4_K_M logits too (builds llama.cpp once)",
     )
-    parser.add_argument(
-        "--no-record", action="store_true", env_var="SQLSCOUT_BENCH_NO_RECORD", help="print only"
-    )
+    tables.add_no_record(parser)
     return parser
 
 

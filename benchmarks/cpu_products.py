@@ -10,12 +10,13 @@ multiplies bf16 natively, else fp32 against the matrix widened once). GB/s count
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
 import sys
 import time
+
+import configargparse
 
 from benchmarks import tables
 from benchmarks.model_results import record_section
@@ -112,10 +113,12 @@ def report(table: CurrentTable) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.cpu_products", description=__doc__)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--level", help=argparse.SUPPRESS)  # one level, in the process of its own
-    parser.add_argument("--no-record", action="store_true", help="print only, leave RESULTS.md as it is")
+    parser = configargparse.ArgumentParser(prog="python -m benchmarks.cpu_products", description=__doc__)
+    parser.add_argument(
+        "--threads", type=int, default=2, env_var="SQLSCOUT_BENCH_THREADS", help="torch threads"
+    )
+    parser.add_argument("--level", help=configargparse.SUPPRESS)  # one level, in the process of its own
+    tables.add_no_record(parser)
     args = parser.parse_args(argv)
     if args.level:
         print(json.dumps(measure(args.level, args.threads)))

@@ -126,8 +126,10 @@ def current(rows: list[list[str]]) -> CurrentTable:
     )
 
 
-def main() -> None:
-    parser = configargparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser(
+        prog="python -m benchmarks.hidden_rules", description=__doc__.splitlines()[0]
+    )
     parser.add_argument(
         "--repeats", type=int, default=30, env_var="SQLSCOUT_BENCH_REPEATS", help="timed calls a task"
     )
@@ -137,13 +139,12 @@ def main() -> None:
         env_var="SQLSCOUT_BENCH_PG_THROWAWAY",
         help="also on the demo database loaded into a throwaway PostgreSQL server",
     )
-    parser.add_argument(
-        "--no-record",
-        action="store_true",
-        env_var="SQLSCOUT_BENCH_NO_RECORD",
-        help="print only, leave the current table in benchmarks/results/current/ as it is",
-    )
-    args = parser.parse_args()
+    tables.add_no_record(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     rows = table_rows("SQLite", measure(str(default_demo_path()), args.repeats))
     if args.pg_throwaway:
         server = PostgresServer()

@@ -203,12 +203,7 @@ def build_parser() -> configargparse.ArgumentParser:
         env_var="SQLSCOUT_BENCH_REPEATS",
         help="timed runs per path, median kept",
     )
-    parser.add_argument(
-        "--no-record",
-        action="store_true",
-        env_var="SQLSCOUT_BENCH_NO_RECORD",
-        help="print only, leave RESULTS.md and the current table as they are",
-    )
+    tables.add_no_record(parser)
     return parser
 
 

@@ -240,12 +240,7 @@ def build_parser() -> configargparse.ArgumentParser:
         env_var="SQLSCOUT_BENCH_OUT",
         help="folder for mcp_latency.json and mcp_latency.png",
     )
-    parser.add_argument(
-        "--no-record",
-        action="store_true",
-        env_var="SQLSCOUT_BENCH_NO_RECORD",
-        help="leave the current table in benchmarks/results/current/ as it is",
-    )
+    tables.add_no_record(parser)
     return parser
 
 

@@ -552,12 +552,7 @@ def build_parser() -> configargparse.ArgumentParser:
         help="with --real-size: report the numbers of the last run on this kind of CPU (results/"
         "model_cpu_real_size_bf16.json, _avx512.json or _avx2.json) again",
     )
-    parser.add_argument(
-        "--no-record",
-        action="store_true",
-        env_var="SQLSCOUT_BENCH_NO_RECORD",
-        help="print only, leave RESULTS.md alone",
-    )
+    tables.add_no_record(parser)
     return parser
 
 

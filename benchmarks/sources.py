@@ -119,7 +119,7 @@ async def call_latency_ms(config: Path, calls: int) -> float:
         server.stop()
 
 
-async def main(calls: int, record: bool) -> None:
+async def run(calls: int, record: bool) -> None:
     folder = Path(tempfile.mkdtemp(prefix="sqlscout-sources-bench-"))
     postgres, sshd = PostgresServer(), SshServer()
     try:
@@ -176,16 +176,21 @@ async def main(calls: int, record: bool) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-if __name__ == "__main__":
-    parser = configargparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser(
+        prog="python -m benchmarks.sources", description=__doc__.splitlines()[0]
+    )
     parser.add_argument(
         "--calls", type=int, default=50, env_var="SQLSCOUT_BENCH_CALLS", help="timed calls a row"
     )
-    parser.add_argument(
-        "--no-record",
-        action="store_true",
-        env_var="SQLSCOUT_BENCH_NO_RECORD",
-        help="print only, leave the current table in benchmarks/results/current/ as it is",
-    )
-    args = parser.parse_args()
-    anyio.run(main, args.calls, not args.no_record)
+    tables.add_no_record(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    anyio.run(run, args.calls, not args.no_record)
+
+
+if __name__ == "__main__":
+    main()

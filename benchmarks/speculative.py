@@ -347,12 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", env_var="SQLSCOUT_BENCH_OUT", help="also write speculative.json into this folder"
     )
-    parser.add_argument(
-        "--no-record",
-        action="store_true",
-        env_var="SQLSCOUT_BENCH_NO_RECORD",
-        help="leave the current table in benchmarks/results/current/ as it is",
-    )
+    tables.add_no_record(parser)
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))

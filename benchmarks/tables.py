@@ -81,6 +81,16 @@ def ratio(ours: float, peer: float) -> str:
     return f"{ours / peer:.2f}x"
 
 
+def add_no_record(parser: configargparse.ArgumentParser) -> None:
+    """The benchmarks' one switch for a run that changes nothing it has recorded before."""
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        env_var="SQLSCOUT_BENCH_NO_RECORD",
+        help="print only: leave benchmarks/RESULTS.md, the current tables and the README as they are",
+    )
+
+
 def write(table: CurrentTable) -> Path:
     """Write the table's JSON, replacing the benchmark's previous run."""
     CURRENT.mkdir(parents=True, exist_ok=True)

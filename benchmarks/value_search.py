@@ -249,12 +249,7 @@ def build_parser() -> configargparse.ArgumentParser:
         env_var="SQLSCOUT_BENCH_ENGINES",
         help="comma-separated: sqlite, postgres",
     )
-    parser.add_argument(
-        "--no-write",
-        action="store_true",
-        env_var="SQLSCOUT_BENCH_NO_WRITE",
-        help="print only, leave RESULTS.md alone",
-    )
+    tables.add_no_record(parser)
     return parser
 
 
@@ -296,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
                 pg.close()
             finally:
                 server.stop()
-    if args.no_write:
+    if args.no_record:
         print("\n".join(str(r) for r in rows))
     else:
         print(write_results(rows, total_rows, args.queries, args.scans))

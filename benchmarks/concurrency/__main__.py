@@ -208,12 +208,7 @@ def build_parser() -> configargparse.ArgumentParser:
     parser.add_argument(
         "--out", default=str(RESULTS_DIR), env_var="SQLSCOUT_BENCH_OUT", help="folder for concurrency.json"
     )
-    parser.add_argument(
-        "--no-record",
-        action="store_true",
-        env_var="SQLSCOUT_BENCH_NO_RECORD",
-        help="leave the current table in benchmarks/results/current/ as it is",
-    )
+    tables.add_no_record(parser)
     return parser
 
 

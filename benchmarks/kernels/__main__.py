@@ -48,12 +48,7 @@ def build_parser() -> configargparse.ArgumentParser:
         help="time nothing: compile every kernel at the model's shapes for each GPU target and print its "
         "registers, spills, shared memory, warps, stages and programs",
     )
-    parser.add_argument(
-        "--no-record",
-        action="store_true",
-        env_var="SQLSCOUT_BENCH_NO_RECORD",
-        help="with --resources: print only, leave the current table in benchmarks/results/current/ as it is",
-    )
+    tables.add_no_record(parser)
     return parser
 
 

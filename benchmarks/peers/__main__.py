@@ -189,12 +189,7 @@ def build_parser() -> configargparse.ArgumentParser:
     parser.add_argument(
         "--warmup", type=int, default=2, env_var="SQLSCOUT_BENCH_WARMUP", help="untimed rounds first"
     )
-    parser.add_argument(
-        "--no-write",
-        action="store_true",
-        env_var="SQLSCOUT_BENCH_NO_WRITE",
-        help="print only, leave RESULTS.md alone",
-    )
+    tables.add_no_record(parser)
     return parser
 
 
@@ -220,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         for dsn in dsns:
             title, body, table = run_engine(dsn, installed, skipped, args.repeats, args.warmup)
             print(f"## {title}\n\n{body}\n", flush=True)
-            if not args.no_write:
+            if not args.no_record:
                 record_section(title, body)
                 tables.record(table)
     finally:

@@ -68,7 +68,10 @@ TYPED = [
     ("benchmarks.gpu_profile", "--context", "SQLSCOUT_BENCH_CONTEXT"),
 ]
 SWITCHES = [
-    ("benchmarks.value_search", "no_write", "SQLSCOUT_BENCH_NO_WRITE"),
+    ("benchmarks.value_search", "no_record", "SQLSCOUT_BENCH_NO_RECORD"),
+    ("benchmarks.hidden_rules", "no_record", "SQLSCOUT_BENCH_NO_RECORD"),
+    ("benchmarks.sources", "no_record", "SQLSCOUT_BENCH_NO_RECORD"),
+    ("benchmarks.host_overhead", "no_record", "SQLSCOUT_BENCH_NO_RECORD"),
     ("benchmarks.kernels.__main__", "quick", "SQLSCOUT_BENCH_QUICK"),
     ("benchmarks.kernels.__main__", "combined", "SQLSCOUT_BENCH_COMBINED"),
     ("benchmarks.model_cpu", "no_record", "SQLSCOUT_BENCH_NO_RECORD"),

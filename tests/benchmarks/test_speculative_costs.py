@@ -5,10 +5,10 @@ episode together."""
 from __future__ import annotations
 
 from benchmarks import speculative
+from benchmarks.emulated_capture import EmulatedCapture
 from benchmarks.random_checkpoint import write_tiny_checkpoint
 from model.engine import Engine
 from model.engine_options import EngineOptions
-from benchmarks.emulated_capture import EmulatedCapture
 
 
 def test_verify_passes_are_timed_as_replays_where_steps_are_captured(tmp_path, monkeypatch):

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 import kernels
+from benchmarks.emulated_capture import EmulatedCapture, HostReadError, no_host_reads
 from model.cache import ModelCache
 from model.engine import Engine
 from model.sampling import sample
 from model.sampling_params import SamplingParams
-from benchmarks.emulated_capture import EmulatedCapture, HostReadError, no_host_reads
 from tests.model.forked_rows import forked
 
 GREEDY = SamplingParams(temperature=0)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from benchmarks.emulated_capture import EmulatedCapture
 from model.engine import Engine
 from model.sampling_params import SamplingParams
 from model.serving.row_pool import RowPool
-from benchmarks.emulated_capture import EmulatedCapture
 
 GREEDY = SamplingParams(temperature=0.0)
 

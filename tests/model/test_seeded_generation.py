@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from benchmarks.emulated_capture import EmulatedCapture
 from model.engine import Engine
 from model.sampling_params import SamplingParams
 from model.serving import scheduler
 from model.serving.cancel import CancelEvent
-from benchmarks.emulated_capture import EmulatedCapture
 from tests.model.forked_rows import forked
 
 SEEDED = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, seed=11)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from benchmarks.emulated_capture import EmulatedCapture
 from model.engine import Engine
 from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
-from benchmarks.emulated_capture import EmulatedCapture
 from tests.model.test_decode_capture import FailingCapture, assert_same_state
 from tests.model.test_speculative import GREEDY, LIMITS, PATTERNS, PROMPTS, ScriptedDrafter
 
