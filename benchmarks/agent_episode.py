@@ -24,8 +24,8 @@ import configargparse
 
 from benchmarks import tables
 from benchmarks.eval.datasets import load_questions
-from benchmarks.plots import RESULTS_DIR, grouped_bars, stacked_bars
-from benchmarks.tables import CurrentTable, ratio
+from benchmarks.plots import grouped_bars, stacked_bars
+from benchmarks.tables import RESULTS_DIR, CurrentTable, ratio
 from dbtools.engines import open_database
 from mcp_server.agent import Agent, AgentConfig
 from mcp_server.agent.chat_format import END_OF_TURN, ChatFormat

@@ -23,9 +23,9 @@ import configargparse
 from mcp import Client, StdioServerParameters
 
 from benchmarks import tables
-from benchmarks.plots import RESULTS_DIR, grouped_bars
+from benchmarks.plots import grouped_bars
 from benchmarks.servers.ports import free_port
-from benchmarks.tables import CurrentTable
+from benchmarks.tables import RESULTS_DIR, CurrentTable
 from dbtools.demo import default_demo_path
 from dbtools.engines import open_database
 from dbtools.sources import SourceSet

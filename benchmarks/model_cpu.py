@@ -36,7 +36,7 @@ from benchmarks import tables
 from benchmarks.llama_cpp.bench import BENCH_PEERS
 from benchmarks.model_results import record_section
 from benchmarks.real_size_cpu import APPEND_CONTEXT, PROMPT_TOKENS, ROUND_TOKENS, VARIANTS
-from benchmarks.tables import CurrentTable, cell, ratio
+from benchmarks.tables import RESULTS_DIR, CurrentTable, cell, ratio
 from benchmarks.weight_stream import weight_stream
 from kernels import cpu as cpu_kernels
 from kernels.cpu import isa
@@ -263,8 +263,6 @@ def real_size_section(kind: str) -> str:
 
 def real_size_outputs() -> tuple[str, Path, Path]:
     """This CPU kind's RESULTS.md section title, raw numbers file and plot file for the real-size run."""
-    from benchmarks.plots import RESULTS_DIR
-
     kind, suffix = real_size_kind()
     return (
         real_size_section(kind),

@@ -24,8 +24,7 @@ from benchmarks.agent_episode import SCRIPTS, checkpoint
 from benchmarks.concurrency.load import LoadResult, one_by_one, together
 from benchmarks.concurrency.scripted_endpoint import ScriptedEndpoint
 from benchmarks.eval.datasets import load_questions
-from benchmarks.plots import RESULTS_DIR
-from benchmarks.tables import CurrentTable
+from benchmarks.tables import RESULTS_DIR, CurrentTable
 from dbtools.engines import open_database
 from mcp_server.model_runner import ModelRunner
 from mcp_server.settings import Settings

@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = resources.measure()
         print(resources.table(rows))
         if not args.no_record:
+            resources.FULL_TABLE.write_text(resources.full_table(rows))
             tables.record(resources.current(rows, tables.now()))
         return 0
     results = run(args.ops, Path(args.out), quick=args.quick, per_op_files=not args.combined)

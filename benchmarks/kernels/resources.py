@@ -32,7 +32,7 @@ from triton.runtime.cache import get_cache_manager
 
 from benchmarks import tables
 from benchmarks.kernels import shapes
-from benchmarks.tables import CurrentTable
+from benchmarks.tables import RESULTS_DIR, CurrentTable
 from kernels.ops import launch
 from kernels.ops.attention_decode import attention_decode_triton
 from kernels.ops.attention_prefill import attention_prefill_triton
@@ -58,6 +58,7 @@ class Target:
         return launch.gpu_for(self.capability, self.multiprocessors)
 
 
+FULL_TABLE = RESULTS_DIR / "kernel_resources.md"
 TARGETS = (
     Target("sm_80", 80, "A100", 108),
     Target("sm_86", 86, "RTX 3090", 82),
@@ -340,6 +341,15 @@ def table(rows: list[Row]) -> str:
             f"{row.shared_limit} | {row.warps} | {row.stages} | {programs} |"
         )
     return "\n".join(lines)
+
+
+def full_table(rows: list[Row]) -> str:
+    """results/kernel_resources.md: every kernel on every target, which RESULTS.md's section links to."""
+    return (
+        "# Kernel resources per GPU target, kernel by kernel\n\nWritten by `python -m benchmarks.kernels "
+        "--resources`; the method and the reading are in\n[RESULTS.md](../RESULTS.md#kernel-resources-per-gpu-"
+        f"target-python--m-benchmarkskernels---resources).\n\n{table(rows)}\n"
+    )
 
 
 def current(rows: list[Row], date: str) -> CurrentTable:
