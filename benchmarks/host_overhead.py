@@ -199,7 +199,7 @@ def build_parser() -> configargparse.ArgumentParser:
     parser.add_argument(
         "--repeats",
         type=int,
-        default=5,
+        default=7,
         env_var="SQLSCOUT_BENCH_REPEATS",
         help="timed runs per path, median kept",
     )
