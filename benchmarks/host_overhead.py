@@ -53,35 +53,36 @@ class OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def per_unit(
-    work: Callable[[], None],
-    units: int,
-    repeats: int,
-    reset: Callable[[], None],
-    capture: EmulatedCapture | None = None,
-) -> tuple[float, float, float]:
-    """(median microseconds, aten operations, and those outside replays of captured steps) per unit of work; reset()
-    runs untimed before each run. Operations are counted in one more run, apart, since counting slows each one
-    down; without a capture (work on another thread, which a mode here would not see) they are NaN."""
-    seconds = []
+Work = tuple[Callable[[], None], Callable[[], None]]  # (its set-up, run untimed before each run; the work)
+
+
+def alternating_medians(works: list[Work], repeats: int) -> list[float]:
+    """Median seconds of each work over rounds that run every work in turn, so the machine's load falls on all
+    alike."""
+    seconds: list[list[float]] = [[] for _ in works]
     for _ in range(repeats):
-        reset()
-        started = time.perf_counter()
-        work()
-        seconds.append(time.perf_counter() - started)
-    us = statistics.median(seconds) * 1e6 / units
-    if capture is None:
-        return us, float("nan"), float("nan")
-    reset()
+        for times, (set_up, work) in zip(seconds, works, strict=True):
+            set_up()
+            started = time.perf_counter()
+            work()
+            times.append(time.perf_counter() - started)
+    return [statistics.median(times) for times in seconds]
+
+
+def operations(work: Work, capture: EmulatedCapture) -> tuple[int, int]:
+    """(aten operations, those outside replays of captured steps) of one run, counted apart from the timed runs
+    since counting slows every operation down."""
+    set_up, run = work
+    set_up()
     replayed = capture.replayed_ops
     with OpCounter() as counter:
-        work()
-    return us, counter.count / units, (counter.count - (capture.replayed_ops - replayed)) / units
+        run()
+    return counter.count, counter.count - (capture.replayed_ops - replayed)
 
 
 @torch.inference_mode()  # as the engine runs; the bare loop writes its inference tensors
 def measure(context: int, tokens: int, append_tokens: int, repeats: int) -> list[dict]:
-    """One row per path: us and aten ops per token; the turn's per appended token."""
+    """One row per path: microseconds and aten operations per generated token, and per agent turn."""
     config = SHAPES["tiny"]
     with tempfile.TemporaryDirectory() as tmp:
         build_checkpoint(config, Path(tmp), torch.device("cpu"), torch.float32)
@@ -89,7 +90,7 @@ def measure(context: int, tokens: int, append_tokens: int, repeats: int) -> list
             tmp,
             EngineOptions(
                 device="cpu", dtype="float32", threads=1, speculate="off",
-                max_context=context + append_tokens + 2 * tokens + 16,
+                max_context=context + append_tokens + (repeats + 2) * tokens + 4 * DECODE_CHUNK_TOKENS,
             ),
         )  # fmt: skip
     capture = EmulatedCapture()
@@ -108,42 +109,49 @@ def measure(context: int, tokens: int, append_tokens: int, repeats: int) -> list
     def restore() -> None:
         session.restore(mark)
 
-    def calls(chunk: int, sampling: SamplingParams) -> Callable[[], None]:
-        return lambda: [session.generate(chunk, sampling, stop_ids=set()) for _ in range(tokens // chunk)]
+    def into_workspace() -> None:
+        """The session's row copied into the captured step's workspace, as generate() leaves it."""
+        session.restore(mark)
+        session.generate(2, GREEDY, stop_ids=set())
+
+    def calls(chunk: int, sampling: SamplingParams) -> Work:
+        return restore, lambda: [
+            session.generate(chunk, sampling, stop_ids=set()) for _ in range(tokens // chunk)
+        ]
 
     paths = [
-        ("the captured step, replayed in a bare loop", lambda: [replay(None) for _ in range(tokens)]),
+        (
+            "the captured step, replayed in a bare loop",
+            (into_workspace, lambda: [replay(None) for _ in range(tokens)]),
+        ),
         (f"Session.generate, one call of {tokens} (greedy)", calls(tokens, GREEDY)),
         (f"Session.generate, calls of {DECODE_CHUNK_TOKENS} (greedy)", calls(DECODE_CHUNK_TOKENS, GREEDY)),
         (f"Session.generate, calls of {DECODE_CHUNK_TOKENS} (sampled)", calls(DECODE_CHUNK_TOKENS, SAMPLED)),
     ]
-    rows = []
-    for name, work in paths:
-        us, ops, outside = per_unit(work, tokens, repeats, restore, capture)
-        rows.append({"path": name, "per": "token", "us": us, "ops": ops, "ops_outside_step": outside})
-    rows.append({"path": "the batch scheduler (sampled), as the agent decodes", "per": "token",
-                 **_scheduler(engine, prompt, tokens)})  # fmt: skip
-    for row in rows:
-        row["us_over_bare"] = row["us"] - rows[0]["us"]
-    turn = lambda: (session.append(tool_result), session.generate(1, GREEDY, stop_ids=set()))  # noqa: E731
-    us, ops, outside = per_unit(turn, 1, repeats, restore, capture)
-    rows.append({"path": "an agent turn: a tool result appended, the first new token",
-                 "per": f"turn of {append_tokens} tokens", "us": us, "ops": ops, "ops_outside_step": outside})  # fmt: skip
-    return rows
-
-
-def _scheduler(engine: Engine, prompt: list[int], tokens: int) -> dict:
-    """One conversation of the batch scheduler, whose thread decodes in calls of DECODE_CHUNK_TOKENS."""
     scheduler = BatchScheduler(engine, SharedPrefix(engine, []), max_rows=1)
-    conversation = Conversation(scheduler, prompt, 1, len(prompt) + 2 * tokens + 2 * DECODE_CHUNK_TOKENS)
+    conversation = Conversation(scheduler, prompt, 1, engine.max_context)
     try:
         conversation.generate([0], [DECODE_CHUNK_TOKENS], SAMPLED, set())  # admits and prefills
-        # Its own thread dispatches the steps, which a mode in this thread would not see: time only.
-        work = lambda: conversation.generate([0], [tokens], SAMPLED, set())  # noqa: E731
-        us, ops, outside = per_unit(work, tokens, 1, lambda: None)
-        return {"us": us, "ops": ops, "ops_outside_step": outside}
+        # The scheduler's own thread dispatches its steps, which a mode on this thread would not see: timed only.
+        on_scheduler = (restore, lambda: conversation.generate([0], [tokens], SAMPLED, set()))
+        seconds = alternating_medians([work for _, work in paths] + [on_scheduler], repeats)
     finally:
         conversation.close()
+    rows = []
+    for (name, work), median in zip(paths, seconds, strict=False):
+        ops, outside = operations(work, capture)
+        rows.append({"path": name, "per": "token", "us": median * 1e6 / tokens, "ops": ops / tokens,
+                     "ops_outside_step": outside / tokens})  # fmt: skip
+    rows.append({"path": "the batch scheduler (sampled), as the agent decodes", "per": "token",
+                 "us": seconds[-1] * 1e6 / tokens})  # fmt: skip
+    for row in rows:
+        row["us_over_bare"] = row["us"] - rows[0]["us"]
+    turn = (restore, lambda: (session.append(tool_result), session.generate(1, GREEDY, stop_ids=set())))
+    (turn_s,) = alternating_medians([turn], repeats)
+    ops, outside = operations(turn, capture)
+    rows.append({"path": "an agent turn: a tool result appended, the first new token",
+                 "per": f"turn of {append_tokens} tokens", "us": turn_s * 1e6, "ops": ops, "ops_outside_step": outside})  # fmt: skip
+    return rows
 
 
 def current(rows: list[dict]) -> CurrentTable:
