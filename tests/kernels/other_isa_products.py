@@ -57,7 +57,29 @@ def check(ops) -> float:
                 want = x.double() @ dense[:n, :k].double().T
                 worst = max(worst, _error(out, want, f"{kind} {n}x{k}, {rows} rows"))
                 x = x.float()
-    return max(worst, _check_steps(ops, generator))
+    return max(worst, _check_largest_values(ops, generator), _check_steps(ops, generator))
+
+
+def _check_largest_values(ops, generator: torch.Generator) -> float:
+    """The 4- and 6-bit products with every value at its largest and x quantized to +-127 everywhere: the most the
+    integer sums of a chunk can hold, where a level that adds 16-bit sums before widening them would overflow."""
+    worst, n, k = 0.0, 16, 2 * layout.CHUNK
+    for bits in (4, 6):
+        blocked = layout.block_values(torch.full((n, k), 2**bits - 1, dtype=torch.uint8))
+        blocks, chunks = blocked.shape[1] // layout.BLOCK, blocked.shape[1] // layout.CHUNK
+        scales = torch.randint(0, 256, (n, blocks), dtype=torch.uint8, generator=generator)
+        minimums = torch.randint(-127, 128, (n, blocks), dtype=torch.int8, generator=generator)
+        steps = torch.randn(n, chunks, layout.STEPS, generator=generator) * torch.tensor([1e-4, 5e-4, 0.05])
+        rows = layout.interleave_affine(layout.pack_affine(blocked, bits), scales, minimums, steps, bits)
+        dense = layout.dequantize_affine(rows, bits, k)
+        for sign in (1.0, -1.0):
+            x = torch.full((3, k), sign)
+            out = torch.full((3, n), float("nan"))
+            ops.affine_linear.out(x, rows, bits, out)
+            worst = max(
+                worst, _error(out, layout.integer_product(x, dense), f"int{bits} at its largest values")
+            )
+    return worst
 
 
 def _check_dense_rows(ops, kind: str, parts: tuple[torch.Tensor, ...]) -> float:
