@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+from benchmarks.tables import RESULTS
 
 
 def record_section(title: str, body: str, path: Path = RESULTS) -> None:

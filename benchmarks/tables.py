@@ -73,9 +73,9 @@ def now() -> str:
     return datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
 
 
-def cell(value: float, digits: int = 2, suffix: str = "") -> str:
+def cell(value: float, digits: int = 2) -> str:
     """A number as the tables print it: thousands separated, a fixed number of decimals."""
-    return f"{value:,.{digits}f}{suffix}"
+    return f"{value:,.{digits}f}"
 
 
 def ratio(ours: float, peer: float) -> str:
