@@ -8,6 +8,7 @@ on the host while capturing raises, as CUDA does ("operation not permitted when 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -131,13 +132,15 @@ class RecordedStep:
 class EmulatedCapture:
     """Captures steps the way model.cuda_graph.CudaGraphCapture does, on the CPU: `warmup` eager calls, then
     one recorded call (which, unlike CUDA's, also executes: a stricter test), then replays of the recording.
-    `captures` counts the steps captured, `replayed_ops` the operations all replays have run so far.
+    `captures` counts the steps captured; `replayed_ops` and `replayed_seconds` are what all replays have run and
+    taken so far.
     """
 
     def __init__(self, warmup: int = 2) -> None:
         self.warmup = warmup
         self.captures = 0
         self.replayed_ops = 0
+        self.replayed_seconds = 0.0
 
     def capture(self, step: Callable[[], None]) -> Callable[[], None]:
         for _ in range(self.warmup):
@@ -149,7 +152,9 @@ class EmulatedCapture:
         recorded = RecordedStep(recorder.ops)
 
         def replay() -> None:
-            self.replayed_ops += len(recorded.ops)
+            started = time.perf_counter()
             recorded()
+            self.replayed_seconds += time.perf_counter() - started
+            self.replayed_ops += len(recorded.ops)
 
         return replay

@@ -420,8 +420,9 @@ def report_ask(ask: dict | None) -> list[str]:
     ]
 
 
-def report_real_size(results: list[dict], plot: Path | None) -> str:
-    """The RESULTS.md section: one table row per variant and thread count, ratios against transformers bf16."""
+def report_real_size(results: list[dict], plot: Path | None, date: str) -> str:
+    """The RESULTS.md section: one table row per variant and thread count, ratios against transformers bf16; date:
+    when the run started."""
     from model.cpu import default_dtype
 
     default = str(default_dtype(torch.device("cpu"))).removeprefix("torch.")
@@ -430,7 +431,7 @@ def report_real_size(results: list[dict], plot: Path | None) -> str:
         f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared with other work), native bf16: "
         f"{'yes' if default == 'bfloat16' else 'no'} (so the default CPU dtype here is {default}), vector "
         f"instructions {torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}; "
-        f"date {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}.",
+        f"date {date} (the run's start).",
         "Random checkpoint with the real Qwen3.5-2B text shapes (1.88 B parameters, bf16 safetensors). One "
         "process per thread count holds transformers bf16 and one sqlscout variant at a time: decoding "
         f"alternates between the two in rounds of {ROUND_TOKENS} tokens ({first['decode_tokens']} each in all), "
@@ -570,7 +571,9 @@ def main(argv: list[str] | None = None) -> None:
         else:
             measured = run_real_size(args.threads, args.variants, args.rounds, args.peers)
         results = measured["engines"]
-        text = report_real_size(results, None if args.no_record else plot_real_size(results))
+        text = report_real_size(
+            results, None if args.no_record else plot_real_size(results), measured["date"]
+        )
         text = "\n".join([text, *report_ask(measured.get("llama_server_ask"))])
         if not args.no_record:
             record_section(section, text)
