@@ -112,13 +112,18 @@ def report(table: CurrentTable) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> configargparse.ArgumentParser:
     parser = configargparse.ArgumentParser(prog="python -m benchmarks.cpu_products", description=__doc__)
     parser.add_argument(
         "--threads", type=int, default=2, env_var="SQLSCOUT_BENCH_THREADS", help="torch threads"
     )
     parser.add_argument("--level", help=configargparse.SUPPRESS)  # one level, in the process of its own
     tables.add_no_record(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.level:
         print(json.dumps(measure(args.level, args.threads)))

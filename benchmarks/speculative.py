@@ -311,7 +311,7 @@ def current(report: dict) -> CurrentTable:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> configargparse.ArgumentParser:
     parser = configargparse.ArgumentParser(
         prog="python -m benchmarks.speculative", description=__doc__.split("\n")[0]
     )
@@ -348,6 +348,11 @@ def main(argv: list[str] | None = None) -> int:
         "--out", env_var="SQLSCOUT_BENCH_OUT", help="also write speculative.json into this folder"
     )
     tables.add_no_record(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))

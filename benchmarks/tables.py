@@ -182,7 +182,7 @@ def regenerate(check: bool = False) -> list[str]:
     return stale
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> configargparse.ArgumentParser:
     parser = configargparse.ArgumentParser(
         prog="python -m benchmarks.tables", description=__doc__.split("\n\n")[0]
     )
@@ -200,6 +200,11 @@ def main(argv: list[str] | None = None) -> int:
         env_var="SQLSCOUT_BENCH_TABLES_ADD",
         help="record current tables written on another machine (the GPU suite's DIR/current.json) first",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     for path in args.add:
         try:

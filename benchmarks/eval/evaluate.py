@@ -36,7 +36,7 @@ from model.sampling_params import SamplingParams
 log = logging.getLogger("benchmarks.eval")
 
 
-def parse_args(argv: list[str] | None = None) -> configargparse.Namespace:
+def build_parser() -> configargparse.ArgumentParser:
     parser = configargparse.ArgumentParser(
         prog="python -m benchmarks.eval", description=__doc__.split("\n")[0]
     )
@@ -120,6 +120,11 @@ def parse_args(argv: list[str] | None = None) -> configargparse.Namespace:
     parser.add_argument(
         "--log-level", default="WARNING", env_var="SQLSCOUT_LOG_LEVEL", help="stderr log level"
     )
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> configargparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be at least 1")
