@@ -11,9 +11,7 @@ Needs torch, triton, numpy, pytest and transformers (which writes the random che
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import json
 import logging
 import math
 import os
@@ -29,6 +27,7 @@ import torch
 from benchmarks.gpu_current import gpu_table
 from benchmarks.kernels.harness import Measurement
 from benchmarks.kernels.runner import OPS, run
+from benchmarks.tables import dumps
 
 log = logging.getLogger("benchmarks.gpu_suite")
 REPO = Path(__file__).resolve().parent.parent
@@ -228,12 +227,12 @@ def main(argv: list[str] | None = None) -> int:
     speculative = _run_module(SPECULATIVE_MODULE, out, limit(args.speculative_timeout))
     profile = _run_module(PROFILE_MODULE, out, limit(args.profile_timeout))
 
+    machine, date = _machine(), f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
     summary = "\n".join(
         [
             "# GPU suite",
             "",
-            f"Machine: {_machine()}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. "
-            f"Total {time.monotonic() - began:.0f} s.",
+            f"Machine: {machine}; {date}. Total {time.monotonic() - began:.0f} s.",
             "",
             f"Kernel tests (tests/kernels but the C++ CPU kernels', fp32 and bf16 storage): {tests}",
             "",
@@ -272,8 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     (out / "summary.md").write_text(summary)
     # The suite runs on a machine of its own: its table comes back in out, for `python -m benchmarks.tables --add`.
-    table = gpu_table(out, _machine(), f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-    (out / "current.json").write_text(json.dumps(dataclasses.asdict(table), indent=1) + "\n")
+    (out / "current.json").write_text(dumps(gpu_table(out, machine, date)))
     print(summary)
     passed = tests.startswith(("passed", "skipped")) and checks.startswith("ok") and ask.startswith("ok")
     return 0 if passed else 1

@@ -92,11 +92,16 @@ def add_no_record(parser: configargparse.ArgumentParser) -> None:
     )
 
 
+def dumps(table: CurrentTable) -> str:
+    """The table as its JSON file holds it."""
+    return json.dumps(asdict(table), indent=1, ensure_ascii=False) + "\n"
+
+
 def write(table: CurrentTable) -> Path:
     """Write the table's JSON, replacing the benchmark's previous run."""
     CURRENT.mkdir(parents=True, exist_ok=True)
     path = CURRENT / f"{table.key}.json"
-    path.write_text(json.dumps(asdict(table), indent=1, ensure_ascii=False) + "\n")
+    path.write_text(dumps(table))
     return path
 
 

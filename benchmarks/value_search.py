@@ -5,7 +5,6 @@ Run `python -m benchmarks.value_search`; the numbers go to benchmarks/RESULTS.md
 
 from __future__ import annotations
 
-import datetime
 import logging
 import os
 import platform
@@ -207,7 +206,7 @@ def current(rows: list[dict], date: str) -> CurrentTable:
 
 def write_results(rows: list[dict], total_rows: int, queries: int, scans: int) -> str:
     """Record the section and the current table; returns the section."""
-    date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    date = tables.now()
     body = "\n".join(
         [
             f"{date}, {_machine()}. Demo database (generator v{GENERATOR_VERSION}) with {total_rows:,} rows; {queries} "
