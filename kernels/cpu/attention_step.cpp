@@ -22,8 +22,10 @@
 
 namespace {
 
+using sqlscout::f32r;
 using sqlscout::f32v;
 using sqlscout::LANES;
+using sqlscout::REGISTER_LANES;
 using sqlscout::sum;
 using sqlscout::widen;
 
@@ -31,8 +33,9 @@ using sqlscout::widen;
 // with one sum each in flight (a lone sum waits on its previous multiply-add every step); more would spill the
 // accumulators of the value pass.
 constexpr int HEADS_PER_TASK = 4;
-// Values of a head the value pass sums at once per query head: HEADS_PER_TASK * VALUE_VECTORS accumulators.
-constexpr int VALUE_VECTORS = 4;
+// Register-wide vectors of a head's values the value pass sums at once per query head: HEADS_PER_TASK *
+// VALUE_VECTORS accumulators, half the registers, the rest for the values and the weights.
+constexpr int VALUE_VECTORS = sqlscout::REGISTERS / (2 * HEADS_PER_TASK);
 
 // Keys or values of one KV head: position s's dim values start at data + s * stride.
 template <class C>
@@ -57,42 +60,43 @@ inline float exponentiate(float* scores, int64_t length) {
   return total;
 }
 
-// V values at column d0 of the sum over positions of each head's weights (scores) times the values, into out.
+// V register-wide vectors of values at column d0 of the sum over positions of each head's weights (scores) times
+// the values, into out.
 template <int H, int V, class C>
 void weigh(const float* scores, const Positions<C>& values, int64_t d0, int64_t dim, float* out) {
-  f32v sums[H][V] = {};
+  f32r sums[H][V] = {};
   for (int64_t s = 0; s < values.length; ++s) {
     const C* value = values.at(s) + d0;
     for (int c = 0; c < V; ++c) {
-      const f32v widened = widen(value + c * LANES);
+      const f32r widened = widen<REGISTER_LANES>(value + c * REGISTER_LANES);
       for (int g = 0; g < H; ++g) sums[g][c] += scores[g * values.length + s] * widened;
     }
   }
   for (int g = 0; g < H; ++g)
-    for (int c = 0; c < V; ++c) sqlscout::narrow(sums[g][c], out + g * dim + d0 + c * LANES);
+    for (int c = 0; c < V; ++c) sqlscout::narrow(sums[g][c], out + g * dim + d0 + c * REGISTER_LANES);
 }
 
 // H query heads (fp32, dim values each) against one KV head: softmax(q K^T * factor) V into out [H, dim] (fp32).
-// H is a constant so that the heads' sums stay in registers.
+// H is a constant so that the heads' sums stay in registers, which are register-wide vectors for that reason.
 template <int H, class C>
 void attend_heads(const float* query, int64_t dim, const Positions<C>& keys, const Positions<C>& values,
                   float factor, float* scores, float* out) {
   const int64_t length = keys.length;
   for (int64_t s = 0; s < length; ++s) {
     const C* key = keys.at(s);
-    f32v dots[H] = {};
-    for (int64_t d = 0; d < dim; d += LANES) {
-      const f32v widened = widen(key + d);
-      for (int g = 0; g < H; ++g) dots[g] += widen(query + g * dim + d) * widened;
+    f32r dots[H] = {};
+    for (int64_t d = 0; d < dim; d += REGISTER_LANES) {
+      const f32r widened = widen<REGISTER_LANES>(key + d);
+      for (int g = 0; g < H; ++g) dots[g] += widen<REGISTER_LANES>(query + g * dim + d) * widened;
     }
     for (int g = 0; g < H; ++g) scores[g * length + s] = sum(dots[g]) * factor;
   }
   float totals[H];
   for (int g = 0; g < H; ++g) totals[g] = exponentiate(scores + g * length, length);
   int64_t d0 = 0;
-  for (; d0 + VALUE_VECTORS * LANES <= dim; d0 += VALUE_VECTORS * LANES)
+  for (; d0 + VALUE_VECTORS * REGISTER_LANES <= dim; d0 += VALUE_VECTORS * REGISTER_LANES)
     weigh<H, VALUE_VECTORS>(scores, values, d0, dim, out);
-  for (; d0 < dim; d0 += LANES) weigh<H, 1>(scores, values, d0, dim, out);
+  for (; d0 < dim; d0 += REGISTER_LANES) weigh<H, 1>(scores, values, d0, dim, out);
   for (int g = 0; g < H; ++g)
     for (int64_t d = 0; d < dim; ++d) out[g * dim + d] /= totals[g];
 }

@@ -27,6 +27,33 @@ using u32v = uint32_t __attribute__((vector_size(LANES * 4)));
 using u16v = uint16_t __attribute__((vector_size(LANES * 2)));
 using i32v = int32_t __attribute__((vector_size(LANES * 4)));
 
+// Vectors as wide as one register (REGISTER_LANES fp32 values), for loops that keep many sums at once: GCC splits a
+// wider vector through memory where the registers are narrower, and a kernel written in f32v then runs several
+// times slower at AVX2 than at AVX-512. REGISTERS is how many such vectors the CPU holds.
+#if defined(__AVX512F__)
+constexpr int64_t REGISTER_LANES = 16;
+constexpr int REGISTERS = 32;
+#elif defined(__AVX2__)
+constexpr int64_t REGISTER_LANES = 8;
+constexpr int REGISTERS = 16;
+#elif defined(__ARM_NEON)
+constexpr int64_t REGISTER_LANES = 4;
+constexpr int REGISTERS = 32;
+#else
+constexpr int64_t REGISTER_LANES = 4;
+constexpr int REGISTERS = 16;
+#endif
+
+// The fp32 vector of N lanes and the integer vectors of as many lanes that its helpers convert through.
+template <int64_t N>
+struct Lanes {
+  // typedef, not using: GCC drops the attribute from an alias whose size depends on a template parameter.
+  typedef float f32 __attribute__((vector_size(N * 4)));
+  typedef uint32_t u32 __attribute__((vector_size(N * 4)));
+  typedef uint16_t u16 __attribute__((vector_size(N * 2)));
+};
+using f32r = Lanes<REGISTER_LANES>::f32;
+
 template <class T>
 SQLSCOUT_INLINE T load(const void* p) {
   T v;
@@ -34,26 +61,36 @@ SQLSCOUT_INLINE T load(const void* p) {
   return v;
 }
 
-// LANES values from p as fp32: a bf16 number is the upper half of the fp32 of the same value, so widening is a
-// shift.
-SQLSCOUT_INLINE f32v widen(const float* p) { return load<f32v>(p); }
-SQLSCOUT_INLINE f32v widen(const uint16_t* bits) {
-  u32v wide = __builtin_convertvector(load<u16v>(bits), u32v) << 16;
-  return load<f32v>(&wide);
+// N values from p as fp32 (LANES unless asked: widen<REGISTER_LANES>(p) gives an f32r): a bf16 number is the upper
+// half of the fp32 of the same value, so widening is a shift.
+template <int64_t N = LANES>
+SQLSCOUT_INLINE typename Lanes<N>::f32 widen(const float* p) {
+  return load<typename Lanes<N>::f32>(p);
 }
-SQLSCOUT_INLINE f32v widen(const c10::BFloat16* p) { return widen(reinterpret_cast<const uint16_t*>(p)); }
+template <int64_t N = LANES>
+SQLSCOUT_INLINE typename Lanes<N>::f32 widen(const uint16_t* bits) {
+  using L = Lanes<N>;
+  typename L::u32 wide = __builtin_convertvector(load<typename L::u16>(bits), typename L::u32) << 16;
+  return load<typename L::f32>(&wide);
+}
+template <int64_t N = LANES>
+SQLSCOUT_INLINE typename Lanes<N>::f32 widen(const c10::BFloat16* p) {
+  return widen<N>(reinterpret_cast<const uint16_t*>(p));
+}
 
-// The lanes summed by halves (lane i plus lane i + 8, then + 4, + 2, + 1), in shuffles where AVX-512 has them.
-SQLSCOUT_INLINE float sum(f32v v) {
+// The lanes of an f32v or f32r summed by halves (lane i plus lane i + N / 2, then + N / 4, ...), in shuffles where
+// AVX-512 has them.
+template <class V>
+SQLSCOUT_INLINE float sum(V v) {
+  constexpr int n = sizeof(V) / sizeof(float);
 #if defined(__AVX512F__)
-  return _mm512_reduce_add_ps(load<__m512>(&v));
-#else
-  float lanes[LANES];
+  if constexpr (n == 16) return _mm512_reduce_add_ps(load<__m512>(&v));
+#endif
+  float lanes[n];
   std::memcpy(lanes, &v, sizeof lanes);
-  for (int width = LANES / 2; width > 0; width /= 2)
+  for (int width = n / 2; width > 0; width /= 2)
     for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
   return lanes[0];
-#endif
 }
 
 #if defined(__AVX2__)
@@ -101,12 +138,17 @@ SQLSCOUT_INLINE f32v silu(f32v x) { return x / (1.0f + exp(-x)); }
 SQLSCOUT_INLINE float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 // The lanes stored to p as they are, or rounded to bf16 (to nearest, ties to even, NaN kept a NaN) as c10 rounds.
-SQLSCOUT_INLINE void narrow(f32v v, float* p) { std::memcpy(p, &v, sizeof v); }
-SQLSCOUT_INLINE void narrow(f32v v, c10::BFloat16* p) {
-  const u32v bits = load<u32v>(&v);
-  const u32v rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16;
-  const u32v nan = u32v{} + 0x7FC0;
-  const u16v halves = __builtin_convertvector(v != v ? nan : rounded, u16v);
+template <class V>
+SQLSCOUT_INLINE void narrow(V v, float* p) {
+  std::memcpy(p, &v, sizeof v);
+}
+template <class V>
+SQLSCOUT_INLINE void narrow(V v, c10::BFloat16* p) {
+  using L = Lanes<sizeof(V) / sizeof(float)>;
+  const auto bits = load<typename L::u32>(&v);
+  const auto rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16;
+  const auto nan = typename L::u32{} + 0x7FC0;
+  const auto halves = __builtin_convertvector(v != v ? nan : rounded, typename L::u16);
   std::memcpy(p, &halves, sizeof halves);
 }
 
