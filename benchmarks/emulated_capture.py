@@ -9,6 +9,7 @@ on the host while capturing raises, as CUDA does ("operation not permitted when 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -42,8 +43,11 @@ class HostReadError(RuntimeError):
 def _is_host_read(func, args: tuple, kwargs: dict) -> bool:
     if func.overloadpacket in HOST_READ_OPS:
         return True
-    if func.overloadpacket is aten.repeat_interleave and "output_size" not in kwargs:
-        return True
+    if (
+        func in (aten.repeat_interleave.Tensor, aten.repeat_interleave.self_Tensor)
+        and "output_size" not in kwargs
+    ):
+        return True  # counts in a tensor: the output's size is their sum (a count given as an int is not)
     if func.overloadpacket in (aten.index, aten.index_put, aten.index_put_):
         # Boolean-mask indexing turns the mask into indices on the host.
         indices = args[1] if len(args) > 1 else kwargs.get("indices", ())
@@ -132,13 +136,15 @@ class RecordedStep:
 class EmulatedCapture:
     """Captures steps the way model.cuda_graph.CudaGraphCapture does, on the CPU: `warmup` eager calls, then
     one recorded call (which, unlike CUDA's, also executes: a stricter test), then replays of the recording.
-    `captures` counts the steps captured; `replayed_ops` and `replayed_seconds` are what all replays have run and
-    taken so far.
+    `captures` counts the steps captured, and `captured` them by the class whose method made the step
+    (DecodeWorkspace, VerifySteps, AppendSteps); `replayed_ops` and `replayed_seconds` are what all replays have run
+    and taken so far.
     """
 
     def __init__(self, warmup: int = 2) -> None:
         self.warmup = warmup
         self.captures = 0
+        self.captured: Counter[str] = Counter()
         self.replayed_ops = 0
         self.replayed_seconds = 0.0
 
@@ -149,6 +155,7 @@ class EmulatedCapture:
         with no_host_reads(), recorder:
             step()
         self.captures += 1
+        self.captured[step.__qualname__.split(".")[0]] += 1
         recorded = RecordedStep(recorder.ops)
 
         def replay() -> None:

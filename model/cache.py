@@ -10,6 +10,12 @@ import torch
 from model.config import Qwen35Config
 
 
+def kv_prefix(kv: tuple[torch.Tensor, torch.Tensor], tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A layer's (keys, values) viewed up to their first tokens positions, updated in place."""
+    keys, values = kv
+    return keys[:, :, :tokens], values[:, :, :tokens]
+
+
 @dataclass
 class ModelCache:
     """Preallocated state for B rows of up to max_tokens tokens each.
@@ -93,9 +99,7 @@ class ModelCache:
     def prefix(self, tokens: int) -> ModelCache:
         """A view whose KV caches stop after the first tokens positions (GDN states whole), updated in place."""
         return ModelCache(
-            kv=[(k[:, :, :tokens], v[:, :, :tokens]) for k, v in self.kv],
-            conv=self.conv,
-            recurrent=self.recurrent,
+            kv=[kv_prefix(kv, tokens) for kv in self.kv], conv=self.conv, recurrent=self.recurrent
         )
 
     def clone_prefix(self, tokens: int) -> ModelCache:

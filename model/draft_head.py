@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 import kernels
+from model.cache import kv_prefix
 from model.config import Qwen35Config
 from model.engine_options import MAX_DRAFT_TOKENS
 from model.linear import embedding, linear
@@ -140,10 +141,12 @@ class DraftHeadRows:
             hidden[r, :n] = self.unfilled[r]
             last[r] = n - 1
         starts = torch.tensor(self.filled, dtype=torch.long, device=device)
+        # The pass attends over the positions up to the last one it writes (any row's), not the whole cache.
+        filled_kv = kv_prefix(kv, min(kv[0].shape[2], max(self.filled) + width))
         for r in rows:
             self.filled[r] += backlog[r]
             self.unfilled[r] = None
-        logits, out = self.head.forward(tokens, hidden, starts, kv, last)
+        logits, out = self.head.forward(tokens, hidden, starts, filled_kv, last)
         drafts = {r: [] for r in rows}
         steps = max(min(limits[r], self.max_draft) for r in rows)
         for step in range(steps):
@@ -169,7 +172,7 @@ class DraftHeadRows:
                 ids,
                 self.unfilled[row][offset : offset + n][None],
                 torch.tensor([start], device=device),
-                kv,
+                kv_prefix(kv, start + n),
                 torch.tensor([n - 1], device=device),
             )
             self.filled[row] += n

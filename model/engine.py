@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from kernels import cpu as cpu_kernels
+from model.append_steps import AppendSteps
 from model.cache import ModelCache
 from model.config import Qwen35Config
 from model.cpu import chosen_dtype, on_a_thread_of_its_own, release_freed_heap, set_cpu_threads
@@ -66,6 +67,7 @@ class Engine:
         self.capture = capture
         self._workspaces: dict[int, DecodeWorkspace] = {}
         self._verify_steps: dict[int, VerifySteps] = {}
+        self._append_steps: dict[int, AppendSteps] = {}
         # On a GPU the host checks for finished rows only every few tokens so the device never waits.
         self.sync_every = 8 if self.device.type == "cuda" else 1
         speculation = options.speculation(captured=capture is not None)
@@ -173,11 +175,22 @@ class Engine:
             self._verify_steps[batch_size] = steps
         return steps
 
+    def append_steps(self, batch_size: int) -> AppendSteps:
+        """The captured prefills of short appends over the workspace of batch_size (see AppendSteps), made on
+        first use."""
+        steps = self._append_steps.get(batch_size)
+        if steps is None:
+            cache = self.workspace(batch_size).cache
+            steps = self._append_steps[batch_size] = AppendSteps(self.model, cache, self.capture)
+        return steps
+
     def stop_capturing(self, reason: Exception) -> None:
-        """Fall back to eager decoding for good (sessions decode in their own caches from now on)."""
+        """Fall back to eager decoding and appends for good (sessions run in their own caches from now on)."""
         log.warning(
-            "decode step could not be captured as a CUDA graph, decoding eagerly from now on: %s", reason
+            "a step could not be captured as a CUDA graph, running eagerly from now on: %s",
+            reason,
         )
         self.capture = None
         self._workspaces.clear()
         self._verify_steps.clear()
+        self._append_steps.clear()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from model.append_steps import MAX_REPLAYED_APPEND
 from model.cache import ModelCache
 from model.engine_options import MAX_DRAFT_TOKENS
 from model.plain_decode import PlainDecoding
@@ -98,12 +99,13 @@ class Session:
             # Rows that sampled their last token (while others may sit out): one step, the decode step's own
             # math and KV bound, so a generation split into calls computes what one call would.
             self.step_rows([length == 1 for length in lengths], [row[:1] or [0] for row in new])
-        elif len(set(lengths)) == 1 and self.batch_size > 1:
-            self._prefill(list(range(self.batch_size)), new, self.cache)
-        else:
-            for index, row in enumerate(new):
-                if row:
-                    self._prefill([index], [row], self.cache.row(index))
+        elif not (self._replays_appends(max(lengths)) and self._replay_append(new)):
+            if len(set(lengths)) == 1 and self.batch_size > 1:
+                self._prefill(list(range(self.batch_size)), new, self.cache)
+            else:
+                for index, row in enumerate(new):
+                    if row:
+                        self._prefill([index], [row], self.cache.row(index))
         self.pending = [[] for _ in range(self.batch_size)]
 
     def _rows_of(self, tokens: list[int] | list[list[int]]) -> list[list[int]]:
@@ -113,6 +115,34 @@ class Session:
             raise ValueError(f"append() of a batch-{self.batch_size} session takes one token list per row")
         return [list(row) for row in tokens]
 
+    def _replays_appends(self, longest: int) -> bool:
+        """Whether an append whose longest row is this long runs as replays of captured prefills: the engine
+        captures, the session fits its workspace, the append is short and no draft head reads its hidden states."""
+        return self.decodes_in_workspace and not self._reads_hidden and longest <= MAX_REPLAYED_APPEND
+
+    def _replay_append(self, rows: list[list[int]]) -> bool:
+        """Prefill rows (a token list per row) by replays in the engine's workspace: the session's state copied
+        in, each row's pieces replayed, the new positions and states copied back. False, with nothing done, when a
+        capture fails (the engine then captures nothing more)."""
+        workspace = self.engine.workspace(self.batch_size)
+        steps = self.engine.append_steps(self.batch_size)
+        appended = [r for r, tokens in enumerate(rows) if tokens]
+        with workspace.lock:
+            try:
+                steps.prepare(rows)
+            except RuntimeError as error:
+                self.engine.stop_capturing(error)
+                return False
+            workspace.cache.copy_prefix_(self.cache, max(self.processed))
+            for r in appended:
+                self._last_logits[r] = steps.run(r, rows[r], self.processed[r])[0]
+            ends = [self.processed[r] + len(rows[r]) for r in appended]
+            self.cache.copy_span_(workspace.cache, min(self.processed[r] for r in appended), max(ends))
+        for r in appended:
+            self.processed[r] += len(rows[r])
+            self.processed_tokens += len(rows[r])
+        return True
+
     def _prefill(self, row_ids: list[int], rows: list[list[int]], cache: ModelCache) -> None:
         """Run rows (all of one length) through the model in chunks, starting at each row's current length."""
         device = self.engine.device
@@ -121,12 +151,15 @@ class Session:
             return
         token_matrix = torch.tensor(rows, dtype=torch.long, device=device)
         start = torch.tensor([self.processed[i] for i in row_ids], dtype=torch.long, device=device)
+        longest = max(self.processed[i] for i in row_ids)
         chunk = self.engine.prefill_chunk
         hidden = self._reads_hidden
         for offset in range(0, length, chunk):
             piece = token_matrix[:, offset : offset + chunk]
             last = torch.full((len(row_ids),), piece.shape[1] - 1, dtype=torch.long, device=device)
-            logits = self.model.prefill(piece, start + offset, cache, last, hidden=hidden)
+            # Attention reads the cache only up to the chunk's last position (the host knows it).
+            bounded = cache.prefix(longest + offset + piece.shape[1])
+            logits = self.model.prefill(piece, start + offset, bounded, last, hidden=hidden)
             if hidden:
                 logits, states = logits
                 for index, row in enumerate(row_ids):

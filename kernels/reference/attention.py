@@ -16,19 +16,19 @@ def attention(
 ) -> torch.Tensor:
     """Query t of row b attends to keys [0, start[b] + t]; returns attn * sigmoid(gate) as [B, T, Hq, D].
 
-    One new token per row (decode) reads no value back to the host, so a CUDA graph can hold it: it attends
-    over the whole cache under a mask built on the device. Longer inputs (prefill, never captured) cut the
-    cache at the longest row first.
+    It reads no value back to the host, so that a CUDA graph (or its CPU stand-in) can hold it: it attends over
+    the whole cache it is given under a mask built on the device. A caller that knows the longest row on the
+    host passes a cache cut after it (ModelCache.prefix), and so reads no more than that.
     """
     batch, new_tokens, q_heads, head_dim = q.shape
     kv_heads = k_cache.shape[1]
     group = q_heads // kv_heads
     start = start.to(device=q.device, dtype=torch.long)
-    kv_len = k_cache.shape[2] if new_tokens == 1 else int(start.max()) + new_tokens
+    kv_len = k_cache.shape[2]
     # Queries of one KV group are stacked along the sequence axis so the cache is never repeated per head.
     qg = q.float().permute(0, 2, 1, 3).reshape(batch, kv_heads, group * new_tokens, head_dim)
-    keys = k_cache[:, :, :kv_len].float()
-    values = v_cache[:, :, :kv_len].float()
+    keys = k_cache.float()
+    values = v_cache.float()
     out = F.scaled_dot_product_attention(
         qg, keys, values, attn_mask=_mask(start, new_tokens, group, kv_len), scale=scale
     )

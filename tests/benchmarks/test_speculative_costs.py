@@ -21,7 +21,8 @@ def test_verify_passes_are_timed_as_replays_where_steps_are_captured(tmp_path, m
     report = speculative.verify_cost(engine)
     assert report["captured"] is True
     # One plain greedy step, and a pass for each width from 1 to the longest draft + 1.
-    assert capture.captures == 1 + max(speculative.DRAFT_TOKENS) + 1
+    assert capture.captured["DecodeWorkspace"] == 1
+    assert capture.captured["VerifySteps"] == max(speculative.DRAFT_TOKENS) + 1
     assert all(report[f"verify_{k}_ms"] > 0 for k in speculative.DRAFT_TOKENS)
 
 
