@@ -90,11 +90,14 @@ class ModelCache:
         """Copy source's KV positions [begin, end) and its whole GDN states (of one source row into every row
         when source_row is given); the two caches may differ in max_tokens."""
         pick = slice(None) if source_row is None else slice(source_row, source_row + 1)
-        for (k, v), (sk, sv) in zip(self.kv, source.kv, strict=True):
-            k[:, :, begin:end].copy_(sk[pick, :, begin:end])
-            v[:, :, begin:end].copy_(sv[pick, :, begin:end])
-        for mine, theirs in zip(self.conv + self.recurrent, source.conv + source.recurrent, strict=True):
-            mine.copy_(theirs[pick])
+        mine = [t[:, :, begin:end] for kv in self.kv for t in kv] + self.conv + self.recurrent
+        theirs = [t[pick, :, begin:end] for kv in source.kv for t in kv] + [
+            t[pick] for t in source.conv + source.recurrent
+        ]
+        if source_row is not None:
+            theirs = [t.expand_as(m) for t, m in zip(theirs, mine, strict=True)]
+        # One call for all of them: on a GPU the whole states go in a few multi-tensor kernels, not one launch each.
+        torch._foreach_copy_(mine, theirs)
 
     def prefix(self, tokens: int) -> ModelCache:
         """A view whose KV caches stop after the first tokens positions (GDN states whole), updated in place."""
