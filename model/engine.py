@@ -68,6 +68,8 @@ class Engine:
         self._workspaces: dict[int, DecodeWorkspace] = {}
         self._verify_steps: dict[int, VerifySteps] = {}
         self._append_steps: dict[int, AppendSteps] = {}
+        # False once an append's capture failed: appends then run eagerly, decode steps are still replayed.
+        self.replays_appends = True
         # On a GPU the host checks for finished rows only every few tokens so the device never waits.
         self.sync_every = 8 if self.device.type == "cuda" else 1
         speculation = options.speculation(captured=capture is not None)
@@ -184,11 +186,18 @@ class Engine:
             steps = self._append_steps[batch_size] = AppendSteps(self.model, cache, self.capture)
         return steps
 
-    def stop_capturing(self, reason: Exception) -> None:
-        """Fall back to eager decoding and appends for good (sessions run in their own caches from now on)."""
+    def stop_capturing_appends(self, reason: Exception) -> None:
+        """Prefill appends eagerly for good; the decode steps stay captured."""
         log.warning(
-            "a step could not be captured as a CUDA graph, running eagerly from now on: %s",
-            reason,
+            "an append could not be captured as a CUDA graph, appending eagerly from now on: %s", reason
+        )
+        self.replays_appends = False
+        self._append_steps.clear()
+
+    def stop_capturing(self, reason: Exception) -> None:
+        """Fall back to eager decoding (and appends) for good: sessions run in their own caches from now on."""
+        log.warning(
+            "a decode step could not be captured as a CUDA graph, decoding eagerly from now on: %s", reason
         )
         self.capture = None
         self._workspaces.clear()

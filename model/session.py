@@ -117,13 +117,15 @@ class Session:
 
     def _replays_appends(self, longest: int) -> bool:
         """Whether an append whose longest row is this long runs as replays of captured prefills: the engine
-        captures, the session fits its workspace, the append is short and no draft head reads its hidden states."""
-        return self.decodes_in_workspace and not self._reads_hidden and longest <= MAX_REPLAYED_APPEND
+        captures appends, the session fits its workspace, the append is short and no draft head reads its hidden
+        states."""
+        replays = self.decodes_in_workspace and self.engine.replays_appends
+        return replays and not self._reads_hidden and longest <= MAX_REPLAYED_APPEND
 
     def _replay_append(self, rows: list[list[int]]) -> bool:
         """Prefill rows (a token list per row) by replays in the engine's workspace: the session's state copied
         in, each row's pieces replayed, the new positions and states copied back. False, with nothing done, when a
-        capture fails (the engine then captures nothing more)."""
+        capture fails (the engine then captures no more appends)."""
         workspace = self.engine.workspace(self.batch_size)
         steps = self.engine.append_steps(self.batch_size)
         appended = [r for r, tokens in enumerate(rows) if tokens]
@@ -131,7 +133,7 @@ class Session:
             try:
                 steps.prepare(rows)
             except RuntimeError as error:
-                self.engine.stop_capturing(error)
+                self.engine.stop_capturing_appends(error)
                 return False
             workspace.cache.copy_prefix_(self.cache, max(self.processed))
             for r in appended:

@@ -124,7 +124,9 @@ class FailingCapture(EmulatedCapture):
         return super().capture(step)
 
 
-def test_a_failed_capture_falls_back_to_the_eager_prefill(engines, variant, caplog):
+def test_a_failed_capture_falls_back_to_the_eager_prefill_and_keeps_decode_steps_captured(
+    engines, variant, caplog
+):
     base = engines[variant]
     captured = Engine(base.model, base.tokenizer, base.options, capture=FailingCapture())
     eager = Engine(base.model, base.tokenizer, replace(base.options, cuda_graph=False))
@@ -133,8 +135,11 @@ def test_a_failed_capture_falls_back_to_the_eager_prefill(engines, variant, capl
     with caplog.at_level("WARNING", logger="model.engine"):
         for session in sessions:
             session.append(prompt)
-    assert not captured.cuda_graph
-    assert "out of memory" in caplog.text
-    got, want = (session.generate(5, GREEDY, stop_ids=set()) for session in sessions)
+        got, want = (session.generate(5, GREEDY, stop_ids=set()) for session in sessions)
+        for session in sessions:
+            session.append(prompt[:9])
     assert got == want
     assert_same_state(*sessions)
+    assert not captured.replays_appends
+    assert captured.cuda_graph, "the decode steps should stay captured"
+    assert caplog.text.count("appending eagerly from now on: CUDA error: out of memory") == 1

@@ -239,4 +239,4 @@ def test_a_failed_capture_falls_back_to_eager_decoding(engines, caplog):
         assert got == want
         assert_same_state(*sessions)
     assert not failing.cuda_graph
-    assert caplog.text.count("eagerly from now on") == 1
+    assert caplog.text.count("decoding eagerly from now on") == 1

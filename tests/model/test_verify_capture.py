@@ -97,6 +97,6 @@ def test_a_failed_capture_falls_back_to_eager_passes(checkpoint_dirs, caplog):
     session, tokens = _run(engine, GREEDY)
     assert tokens == expected
     assert not engine.cuda_graph
-    assert caplog.text.count("eagerly from now on") == 1
+    assert caplog.text.count("decoding eagerly from now on") == 1
     assert session.speculation.verify_passes > 0
     assert_same_state(session, plain_session)
