@@ -39,6 +39,7 @@ PROFILE_MODULE = "benchmarks.gpu_profile"
 # They build the C++ CPU kernels four times over (native and three other instruction sets): minutes of one core
 # that CI's CPU machine spends anyway, and nothing a GPU checks.
 CPU_KERNEL_TESTS = ("tests/kernels/test_weight_products.py", "tests/kernels/test_cpu_steps.py")
+GPU_MODEL_TESTS = "tests/model/test_cuda.py"
 
 
 def _run_logged(command: list[str], log_path: Path, timeout_s: float) -> tuple[int | None, str]:
@@ -68,7 +69,9 @@ def _kernel_tests(out: Path, timeout_s: float) -> str:
     if timeout_s < 1:
         return "not run: the suite's time budget was spent"
     ignored = [f"--ignore={path}" for path in CPU_KERNEL_TESTS]
-    command = [sys.executable, "-m", "pytest", "tests/kernels", "-q", "-p", "no:cacheprovider", *ignored]
+    # With the model's own GPU tests: the captured decode steps and appends against eager ones.
+    command = [sys.executable, "-m", "pytest", "tests/kernels", GPU_MODEL_TESTS, "-q", "-p", "no:cacheprovider",
+               *ignored]  # fmt: skip
     code, last = _run_logged(command, out / "kernel_tests.log", timeout_s)
     if code is None:
         return f"timed out after {timeout_s:.0f} s (see kernel_tests.log)"
@@ -234,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
             "",
             f"Machine: {machine}; {date}. Total {time.monotonic() - began:.0f} s.",
             "",
-            f"Kernel tests (tests/kernels but the C++ CPU kernels', fp32 and bf16 storage): {tests}",
+            f"Kernel tests (tests/kernels but the C++ CPU kernels', fp32 and bf16 storage, and {GPU_MODEL_TESTS}): "
+            f"{tests}",
             "",
             "## Kernels (bf16 storage, medians of triton.testing.do_bench)",
             "",

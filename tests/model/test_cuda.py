@@ -1,4 +1,5 @@
-"""On a GPU: Triton kernels under the model agree with transformers, and the captured decode graph with eager decode."""
+"""On a GPU: Triton kernels under the model agree with transformers, and the captured decode graphs and appends
+with eager ones."""
 
 from __future__ import annotations
 
@@ -91,6 +92,7 @@ def test_captured_decode_leaves_the_caches_and_logits_of_eager_decode(cuda_engin
     turns.append(([[1, 2], [3], []], session.generate(10, SamplingParams(temperature=0), stop_ids=set())))
     session.append([[], [], []])  # runs each row's last sampled token
     assert cuda_engine.cuda_graph, "the decode step should have been captured"
+    assert cuda_engine.replays_appends, "the appends should have been captured"
     # fp32 on both sides; the kernels split the keys differently over caches of different capacity.
     _assert_state_close(session, _teacher_forced(eager, prompts, turns), tolerance=1e-3)
     # A fresh batch-3 session replays the same graphs: its first prompt token must have survived them.
