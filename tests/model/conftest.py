@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+from benchmarks.emulated_capture import EmulatedCapture
 from benchmarks.random_checkpoint import build_tokenizer_json, write_tiny_checkpoint
 from model.engine import Engine
 from model.engine_options import EngineOptions
@@ -106,3 +108,13 @@ def references(checkpoint_dirs) -> dict:
 @pytest.fixture(params=list(VARIANTS))
 def variant(request) -> str:
     return request.param
+
+
+@pytest.fixture
+def pair(engines, variant):
+    """(engine whose steps are captured by an EmulatedCapture, eager engine, the capture)."""
+    base = engines[variant]
+    capture = EmulatedCapture()
+    captured = Engine(base.model, base.tokenizer, base.options, capture=capture)
+    eager = Engine(base.model, base.tokenizer, replace(base.options, cuda_graph=False))
+    return captured, eager, capture

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
-import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,25 +15,10 @@ from model.engine import Engine
 from model.engine_options import EngineOptions
 from model.sampling_params import SamplingParams
 from tests.model.forked_rows import forked
-from tests.model.test_decode_capture import assert_same_state
+from tests.model.test_decode_capture import assert_same_state, random_tokens
 
 GREEDY = SamplingParams(temperature=0)
 NUCLEUS = SamplingParams(temperature=0.8, top_k=20, top_p=0.9, seed=3)
-
-
-def _tokens(engine: Engine, length: int, seed: int) -> list[int]:
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(0, engine.config.vocab_size, (length,), generator=generator).tolist()
-
-
-@pytest.fixture
-def pair(engines, variant):
-    """(engine whose appends and decode steps are captured by an EmulatedCapture, eager engine, the capture)."""
-    base = engines[variant]
-    capture = EmulatedCapture()
-    captured = Engine(base.model, base.tokenizer, base.options, capture=capture)
-    eager = Engine(base.model, base.tokenizer, replace(base.options, cuda_graph=False))
-    return captured, eager, capture
 
 
 @given(st.integers(min_value=0, max_value=4 * MAX_REPLAYED_APPEND))
@@ -52,7 +35,12 @@ def test_an_agents_turns_replayed_match_eager_appends(pair):
     """A prompt, then tool results between replies, as the agent runs a question: the same replies and state."""
     captured, eager, capture = pair
     sessions = [engine.new_session() for engine in (captured, eager)]
-    turns = [_tokens(eager, 37, seed=0), _tokens(eager, 23, seed=1), _tokens(eager, 64, seed=2), [9, 4]]
+    turns = [
+        random_tokens(eager, 37, seed=0),
+        random_tokens(eager, 23, seed=1),
+        random_tokens(eager, 64, seed=2),
+        [9, 4],
+    ]
     for turn, sampling in zip(turns, (GREEDY, NUCLEUS, GREEDY, NUCLEUS), strict=True):
         for session in sessions:
             session.append(turn)
@@ -69,15 +57,15 @@ def test_ragged_batches_rows_left_out_and_forks(pair):
     results = []
     for engine in (captured, eager):
         session = engine.new_session(batch_size=3)
-        session.append([_tokens(eager, n, seed=n) for n in (17, 41, 5)])
+        session.append([random_tokens(eager, n, seed=n) for n in (17, 41, 5)])
         tokens = session.generate([4, 6, 3], NUCLEUS, stop_ids=set())
-        session.append([_tokens(eager, 11, seed=5), [], _tokens(eager, 30, seed=6)])
+        session.append([random_tokens(eager, 11, seed=5), [], random_tokens(eager, 30, seed=6)])
         tokens += session.generate(5, GREEDY, stop_ids=set(), rows=[0, 2])
         root = engine.new_session()
-        root.append(_tokens(eager, 20, seed=8))
+        root.append(random_tokens(eager, 20, seed=8))
         children = forked(root, 2)
         # Rows of one length, which the eager engine prefills as one batch.
-        children.append([_tokens(eager, 7, seed=9), _tokens(eager, 7, seed=10)])
+        children.append([random_tokens(eager, 7, seed=9), random_tokens(eager, 7, seed=10)])
         tokens += children.generate(4, GREEDY, stop_ids=set())
         results.append((session, children, tokens))
     assert results[0][2] == results[1][2]
@@ -90,12 +78,12 @@ def test_each_row_and_piece_is_captured_once(pair):
     captured, eager, capture = pair
     for question in range(3):
         session = captured.new_session(batch_size=2)
-        session.append([_tokens(eager, 12, seed=question), _tokens(eager, 3, seed=question + 10)])
+        session.append([random_tokens(eager, 12, seed=question), random_tokens(eager, 3, seed=question + 10)])
         session.generate(2, GREEDY, stop_ids=set())
     # Row 0's 12 = 8 + 4, row 1's 3 = 2 + 1, the same in every question.
     assert capture.captured["AppendSteps"] == 4
     replayed = capture.replayed_ops
-    session.append([_tokens(eager, 11, seed=7), []])  # with the pending tokens: 12 and 1
+    session.append([random_tokens(eager, 11, seed=7), []])  # with the pending tokens: 12 and 1
     assert capture.captured["AppendSteps"] == 4
     assert capture.replayed_ops > replayed
 
@@ -106,7 +94,7 @@ def test_a_long_prompt_is_prefilled_eagerly(checkpoint_dirs, variant):
     base = Engine.load(checkpoint_dirs[variant], options)
     captured = Engine(base.model, base.tokenizer, base.options, capture=capture)
     eager = Engine(base.model, base.tokenizer, replace(base.options, cuda_graph=False))
-    prompt = _tokens(eager, MAX_REPLAYED_APPEND + 1, seed=3)
+    prompt = random_tokens(eager, MAX_REPLAYED_APPEND + 1, seed=3)
     sessions = [engine.new_session() for engine in (captured, eager)]
     for session in sessions:
         session.append(prompt)
@@ -131,7 +119,7 @@ def test_a_failed_capture_falls_back_to_the_eager_prefill_and_keeps_decode_steps
     captured = Engine(base.model, base.tokenizer, base.options, capture=FailingCapture())
     eager = Engine(base.model, base.tokenizer, replace(base.options, cuda_graph=False))
     sessions = [engine.new_session() for engine in (captured, eager)]
-    prompt = _tokens(eager, 19, seed=4)
+    prompt = random_tokens(eager, 19, seed=4)
     with caplog.at_level("WARNING", logger="model.engine"):
         for session in sessions:
             session.append(prompt)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import kernels
-from benchmarks.emulated_capture import EmulatedCapture, HostReadError, no_host_reads
+from benchmarks.emulated_capture import HostReadError, no_host_reads
 from model.cache import ModelCache
 from model.engine import Engine
 from model.sampling import sample
@@ -25,19 +25,9 @@ WHOLE_VOCABULARY = SamplingParams(temperature=0.4, top_k=0, top_p=1.0, seed=4)
 TOP_P_ONLY = SamplingParams(temperature=0.5, top_k=0, top_p=0.8, seed=5)
 
 
-def _prompt(engine: Engine, length: int, seed: int = 0) -> list[int]:
+def random_tokens(engine: Engine, length: int, seed: int = 0) -> list[int]:
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(0, engine.config.vocab_size, (length,), generator=generator).tolist()
-
-
-@pytest.fixture
-def pair(engines, variant):
-    """(engine whose decode steps are captured by an EmulatedCapture, eager engine, the capture)."""
-    base = engines[variant]
-    capture = EmulatedCapture()
-    captured = Engine(base.model, base.tokenizer, base.options, capture=capture)
-    eager = Engine(base.model, base.tokenizer, replace(base.options, cuda_graph=False))
-    return captured, eager, capture
 
 
 # fp32: eager decode attends over only the used positions, a replay over the whole cache, so the two differ
@@ -77,7 +67,7 @@ def assert_same_state(got, want) -> None:
 
 def test_new_session_over_several_sampling_settings(pair):
     captured, eager, _ = pair
-    prompt = _prompt(eager, 37)
+    prompt = random_tokens(eager, 37)
     sessions = [engine.new_session() for engine in (captured, eager)]
     for session in sessions:
         session.append(prompt)
@@ -89,7 +79,7 @@ def test_new_session_over_several_sampling_settings(pair):
 
 def test_forked_rows(pair):
     captured, eager, _ = pair
-    prompt = _prompt(eager, 29, seed=1)
+    prompt = random_tokens(eager, 29, seed=1)
     results = []
     for engine in (captured, eager):
         parent = engine.new_session()
@@ -105,8 +95,8 @@ def test_forked_rows(pair):
 
 def test_ragged_batch_and_rows_sitting_out(pair):
     captured, eager, _ = pair
-    prompts = [_prompt(eager, n, seed=n) for n in (17, 41, 5)]
-    stop = {_prompt(eager, 1, seed=99)[0]}
+    prompts = [random_tokens(eager, n, seed=n) for n in (17, 41, 5)]
+    stop = {random_tokens(eager, 1, seed=99)[0]}
     sessions = [engine.new_session(batch_size=3) for engine in (captured, eager)]
     for session in sessions:
         session.append(prompts)
@@ -125,7 +115,7 @@ def test_calls_after_the_first_run_their_pending_token_in_the_captured_step(pair
     """A generation in calls of a few tokens, as the serving scheduler makes: no eager one-token pass between
     the calls, and the tokens and state of the eager engine's same calls, rows asked for in turn."""
     captured, eager, _ = pair
-    prompts = [_prompt(eager, 13, seed=7), _prompt(eager, 20, seed=8)]
+    prompts = [random_tokens(eager, 13, seed=7), random_tokens(eager, 20, seed=8)]
     sessions = []
     for engine in (captured, eager):
         session = engine.new_session(2)
@@ -149,7 +139,7 @@ def test_a_full_row_asked_for_more_keeps_its_pending_token(pair):
     captured, eager, _ = pair
     sessions = [engine.new_session(2, max_tokens=12) for engine in (captured, eager)]
     for session in sessions:
-        session.append([_prompt(eager, 5, seed=1), _prompt(eager, 5, seed=2)])
+        session.append([random_tokens(eager, 5, seed=1), random_tokens(eager, 5, seed=2)])
         session.generate([7, 3], GREEDY, stop_ids=set())
     assert sessions[0].lengths == [12, 8]
     # Row 0 is full: it gets no token, while row 1 runs its pending token in the captured step.
@@ -162,7 +152,7 @@ def test_one_capture_per_batch_size_and_sampling_mode(pair):
     captured, eager, capture = pair
     for question in range(3):
         root = captured.new_session()
-        root.append(_prompt(eager, 11 + question, seed=question))
+        root.append(random_tokens(eager, 11 + question, seed=question))
         root.generate(4, GREEDY, stop_ids=set())
         rows = forked(root, 2)
         rows.generate(4, NUCLEUS, stop_ids=set())
@@ -202,7 +192,7 @@ def test_torch_decode_step_reads_nothing_back_to_the_host(engines, batch):
     engine = engines["vl_untied_sharded"]
     config = engine.config
     cache = ModelCache.allocate(config, batch, 40, engine.device, engine.dtype)
-    tokens = torch.tensor(_prompt(engine, batch))[:, None]
+    tokens = torch.tensor(random_tokens(engine, batch))[:, None]
     start = torch.arange(batch) * 7 + 3
     active = torch.arange(batch) != 1
     noise = torch.ones(batch, 20)
@@ -231,7 +221,7 @@ def test_a_failed_capture_falls_back_to_eager_decoding(engines, caplog):
     failing = Engine(base.model, base.tokenizer, base.options, capture=FailingCapture())
     eager = Engine(base.model, base.tokenizer, replace(base.options, cuda_graph=False))
     for question in range(2):
-        prompt = _prompt(eager, 19, seed=question)
+        prompt = random_tokens(eager, 19, seed=question)
         sessions = [engine.new_session() for engine in (failing, eager)]
         for session in sessions:
             session.append(prompt)
