@@ -60,9 +60,9 @@ class AppendSteps:
         """Replay the pieces of tokens placed at positions start.. of the row (prepared); the next-token logits
         [1, V] of its last token."""
         for offset, length in pieces(len(tokens)):
-            self._tokens[length].copy_(
-                torch.tensor([tokens[offset : offset + length]])
-            )  # one copy to the device
+            # Made on the host: one copy to the device.
+            piece = torch.tensor([tokens[offset : offset + length]])
+            self._tokens[length].copy_(piece)
             self.start.fill_(start + offset)
             self._steps[row, length]()
         return self.logits
