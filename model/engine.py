@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 
 import torch
@@ -68,6 +69,8 @@ class Engine:
         self._workspaces: dict[int, DecodeWorkspace] = {}
         self._verify_steps: dict[int, VerifySteps] = {}
         self._append_steps: dict[int, AppendSteps] = {}
+        # Sessions on several threads may ask for a batch size's workspace at once: one of each must be made.
+        self._making = threading.RLock()
         # False once an append's capture failed: appends then run eagerly, decode steps are still replayed.
         self.replays_appends = True
         # On a GPU the host checks for finished rows only every few tokens so the device never waits.
@@ -158,33 +161,38 @@ class Engine:
         """The capturing workspace that every session of batch_size shares (see DecodeWorkspace), made on first use."""
         if self.capture is None:
             raise RuntimeError("this engine captures no decode steps: sessions decode in their own caches")
-        workspace = self._workspaces.get(batch_size)
-        if workspace is None:
-            # The spare position, and when the engine speculates the scratch positions of a verify pass.
-            spare = 1 + (MAX_DRAFT_TOKENS if self.speculates else 0)
-            cache = ModelCache.allocate(
-                self.config, batch_size, self.max_context + spare, self.device, self.dtype
-            )
-            workspace = self._workspaces[batch_size] = DecodeWorkspace(self.model, cache, self.capture)
-        return workspace
+        with self._making:
+            workspace = self._workspaces.get(batch_size)
+            if workspace is None:
+                # The spare position, and when the engine speculates the scratch positions of a verify pass.
+                spare = 1 + (MAX_DRAFT_TOKENS if self.speculates else 0)
+                cache = ModelCache.allocate(
+                    self.config, batch_size, self.max_context + spare, self.device, self.dtype
+                )
+                workspace = self._workspaces[batch_size] = DecodeWorkspace(self.model, cache, self.capture)
+            return workspace
 
     def verify_workspace(self, batch_size: int) -> VerifySteps:
         """The captured verify passes over the workspace of batch_size (see VerifySteps), made on first use."""
-        steps = self._verify_steps.get(batch_size)
-        if steps is None:
-            cache = self.workspace(batch_size).cache
-            steps = VerifySteps(self.model, cache, self.capture, self.speculate_tokens + 1, self.max_context)
-            self._verify_steps[batch_size] = steps
-        return steps
+        with self._making:
+            steps = self._verify_steps.get(batch_size)
+            if steps is None:
+                cache = self.workspace(batch_size).cache
+                steps = VerifySteps(
+                    self.model, cache, self.capture, self.speculate_tokens + 1, self.max_context
+                )
+                self._verify_steps[batch_size] = steps
+            return steps
 
     def append_steps(self, batch_size: int) -> AppendSteps:
         """The captured prefills of short appends over the workspace of batch_size (see AppendSteps), made on
         first use."""
-        steps = self._append_steps.get(batch_size)
-        if steps is None:
-            cache = self.workspace(batch_size).cache
-            steps = self._append_steps[batch_size] = AppendSteps(self.model, cache, self.capture)
-        return steps
+        with self._making:
+            steps = self._append_steps.get(batch_size)
+            if steps is None:
+                cache = self.workspace(batch_size).cache
+                steps = self._append_steps[batch_size] = AppendSteps(self.model, cache, self.capture)
+            return steps
 
     def stop_capturing_appends(self, reason: Exception) -> None:
         """Prefill appends eagerly for good; the decode steps stay captured."""

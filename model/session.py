@@ -120,7 +120,7 @@ class Session:
         captures appends, the session fits its workspace, the append is short and no draft head reads its hidden
         states."""
         replays = self.decodes_in_workspace and self.engine.replays_appends
-        return replays and not self._reads_hidden and longest <= MAX_REPLAYED_APPEND
+        return replays and not self._reads_hidden and 0 < longest <= MAX_REPLAYED_APPEND
 
     def _replay_append(self, rows: list[list[int]]) -> bool:
         """Prefill rows (a token list per row) by replays in the engine's workspace: the session's state copied

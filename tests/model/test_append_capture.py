@@ -131,3 +131,14 @@ def test_a_failed_capture_falls_back_to_the_eager_prefill_and_keeps_decode_steps
     assert not captured.replays_appends
     assert captured.cuda_graph, "the decode steps should stay captured"
     assert caplog.text.count("appending eagerly from now on: CUDA error: out of memory") == 1
+
+
+def test_an_append_of_nothing_changes_nothing(pair):
+    captured, eager, capture = pair
+    sessions = [engine.new_session(batch_size=2) for engine in (captured, eager)]
+    for session in sessions:
+        session.append([[], []])
+        session.append([random_tokens(eager, 5, seed=1), random_tokens(eager, 9, seed=2)])
+        session.append([[], []])
+    assert sessions[0].lengths == sessions[1].lengths == [5, 9]
+    assert_same_state(*sessions)
